@@ -1,0 +1,136 @@
+"""The command-line layer: options -> library call -> render. Subcommands load lazily so that
+`rmqctl --help` imports neither numpy nor pyspark."""
+from __future__ import annotations
+
+import errno
+import importlib
+import os
+import sys
+
+import click
+
+from rmqctl import __version__
+from rmqctl.errors import RmqError
+from rmqctl.status import EXIT_CODES_DOC, Exit
+
+# name -> (module, attribute, one-line help shown by `rmqctl --help` without importing the module)
+COMMANDS = {
+    "dump": ("rmqctl.cli.dump_cmd", "dump", "Print any store file (or summarise a store) as text or JSON Lines."),
+    "verify": ("rmqctl.cli.verify_cmd", "verify", "Check a store's integrity, read-only; cron friendly."),
+    "recover": ("rmqctl.cli.recover_cmd", "recover", "Offline abnormal recovery after an unclean shutdown, with backup."),
+    "rebuild": ("rmqctl.cli.recover_cmd", "rebuild", "Regenerate consume queues or index files from the commitlog."),
+    "undo": ("rmqctl.cli.recover_cmd", "undo", "Restore what a previous repair changed, bit-exact."),
+    "query": ("rmqctl.cli.query_cmd", "query", "Find messages by offset, message id, key, unique key or time."),
+    "config": ("rmqctl.cli.config_cmd", "config", "Read and edit store/config/*.json the way the broker does."),
+    "stats": ("rmqctl.cli.spark_cmd", "stats", "Per topic/queue statistics over one or more stores (Spark)."),
+    "export": ("rmqctl.cli.spark_cmd", "export", "Export messages to Parquet or JSON Lines (Spark)."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        spec = COMMANDS.get(name)
+        if spec is None:
+            return None
+        module, attr, _ = spec
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:  # a command not built yet, or a missing extra
+            err = str(exc)
+
+            @click.command(name, help=spec[2], context_settings={"ignore_unknown_options": True})
+            @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+            def unavailable(args):
+                raise RmqError(f"command '{name}' is not available: {err}")
+
+            return unavailable
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog=EXIT_CODES_DOC)
+@click.version_option(__version__, prog_name="rmqctl")
+@click.option("-v", "--verbose", count=True, help="More diagnostics on stderr (-vv: tracebacks).")
+@click.pass_context
+def cli(ctx, verbose):
+    """Offline inspection and repair of Apache RocketMQ broker store directories.
+
+    \b
+    Example:
+      rmqctl dump fixtures/stores/basic-multifile-v5/store
+      rmqctl verify /data/rocketmq/store && echo clean
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["verbose"] = verbose
+    if verbose >= 2:
+        os.environ["RMQCTL_DEBUG"] = "1"
+
+
+def _stdout_gone():
+    # Keep the interpreter from failing again when it flushes stdout at exit.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def main(argv=None) -> None:
+    """Console entry point: maps every outcome to the documented exit codes."""
+    code = run(argv)
+    sys.exit(int(code))
+
+
+def run(argv=None) -> int:
+    try:
+        rv = cli.main(args=argv, prog_name="rmqctl", standalone_mode=False)
+        if isinstance(rv, int):
+            return rv
+        return Exit.OK
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.ClickException as e:
+        e.show()
+        return Exit.USAGE
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        sys.stderr.write("rmqctl: interrupted\n")
+        return Exit.INTERRUPTED
+    except BrokenPipeError:
+        _stdout_gone()
+        return Exit.OK
+    except RmqError as e:
+        _flush_quietly()
+        sys.stderr.write(f"rmqctl: {e}\n")
+        return e.exit_code
+    except OSError as e:
+        if e.errno == errno.EPIPE:
+            _stdout_gone()
+            return Exit.OK
+        _flush_quietly()
+        where = f"{e.filename}: " if e.filename else ""
+        sys.stderr.write(f"rmqctl: {where}{e.strerror or e}\n")
+        return Exit.FAILED
+    except MemoryError:
+        sys.stderr.write("rmqctl: out of memory\n")
+        return Exit.FAILED
+    except Exception as e:  # noqa: BLE001 - the last line of defence: one line, documented code
+        if os.environ.get("RMQCTL_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        sys.stderr.write(f"rmqctl: internal error: {type(e).__name__}: {e}\n")
+        return Exit.FAILED
+
+
+def _flush_quietly():
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, OSError):
+        _stdout_gone()
