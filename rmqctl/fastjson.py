@@ -28,7 +28,18 @@ from __future__ import annotations
 
 from rmqctl.errors import FormatError
 
-__all__ = ["loads", "dumps", "InlineList", "JFloat", "to_plain", "FormatError"]
+__all__ = ["loads", "dumps", "dump_bytes", "InlineList", "JFloat", "to_plain", "FormatError", "TrailingData"]
+
+
+class TrailingData(FormatError):
+    """A complete JSON value followed by more bytes (faults.md R1: ``{..}old_garbage}``).
+    ``value_end`` is the byte offset just past the value, ``value`` the value itself."""
+
+    def __init__(self, message, *, value, value_end: int, trailing: int, **kw):
+        super().__init__(message, **kw)
+        self.value = value
+        self.value_end = value_end
+        self.trailing = trailing
 
 _WS = " \t\n\r\f\b"
 _BOM = "\ufeff"
@@ -328,21 +339,12 @@ def loads(data, path=None):
     v = p.value()
     p.skip_ws()
     if p.i < p.n:
-        end = p.i
-        p.fail(f"{p.n - end} stale trailing character(s) after the end of the JSON value, starting {p.what(end)} "
-               "(a torn or non-truncating write?)", end)
+        end = p.byte_offset(p.i)
+        total = p.bom + len(text.encode("utf-8", "surrogateescape"))
+        raise TrailingData(f"{total - end} stale byte(s) after the end of the JSON value, starting {p.what()} "
+                           "(a torn or non-truncating write?)", path=path, offset=end, value=v,
+                           value_end=end, trailing=total - end)
     return v
-
-
-def value_end(data) -> int | None:
-    """Byte offset just past the top-level value, or None if the text does not start with a value."""
-    text, bom = _decode(data)
-    p = _Parser(text, None, bom)
-    try:
-        p.value()
-    except FormatError:
-        return None
-    return p.byte_offset(p.i)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""The broker's dispatch rules (CommitLogDispatcherBuildConsumeQueue / BuildIndex, §3.3, §3.7, §4.6):
+which record goes to which consume queue with which tagsCode, and which keys are indexed."""
+from __future__ import annotations
+
+from rmqctl.formats import commitlog as cl
+from rmqctl.formats import properties as P
+from rmqctl.formats.index import java_string_hash
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RETRY_PREFIX, DLQ_PREFIX, LMQ_PREFIX, SYS_PREFIX = "%RETRY%", "%DLQ%", "%LMQ%", "rmq_sys_"
+
+
+def goes_to_consume_queue(sys_flag: int) -> bool:
+    """NOT_TYPE and COMMIT_TYPE only; PREPARED and ROLLBACK are never in a consume queue."""
+    t = sys_flag & cl.TRANSACTION_MASK
+    return t == cl.TRANSACTION_NOT_TYPE or t == cl.TRANSACTION_COMMIT_TYPE
+
+
+def goes_to_index(sys_flag: int) -> bool:
+    """NOT, PREPARED and COMMIT are indexed; ROLLBACK is not."""
+    return (sys_flag & cl.TRANSACTION_MASK) != cl.TRANSACTION_ROLLBACK_TYPE
+
+
+def tags_code(topic: str, props: dict, store_timestamp: int, delay_levels) -> int:
+    """The consume-queue tagsCode: sign-extended TAGS hash; on SCHEDULE_TOPIC_XXXX with DELAY the
+    absolute delivery time (store time + delay of the level, clamped to the table; + 1000 ms when the
+    level is not in the table)."""
+    if topic == SCHEDULE_TOPIC:
+        d = props.get(P.DELAY)
+        if d is not None:
+            level = int(d)
+            max_level = len(delay_levels)
+            if level > max_level:
+                level = max_level
+            if level > 0:
+                return store_timestamp + delay_levels[level - 1] if level <= max_level else store_timestamp + 1000
+    tags = props.get(P.TAGS)
+    if not tags:
+        return 0
+    return java_string_hash(tags)
+
+
+def index_keys(props: dict) -> list[str]:
+    """Keys IndexService.buildIndex puts, in order: UNIQ_KEY, then KEYS split on single spaces
+    (empty pieces skipped). The index key is topic + '#' + key."""
+    out = []
+    uk = props.get(P.UNIQ_KEY)
+    if uk:
+        out.append(uk)
+    keys = props.get(P.KEYS)
+    if keys:
+        out.extend(k for k in keys.split(P.KEY_SEPARATOR) if k)
+    return out
+
+
+def lmq_targets(topic: str, queue_id: int, props: dict, enable_lmq: bool) -> list[tuple[str, int, int]]:
+    """Multi-dispatch (enableMultiDispatch): extra (queue name, queue id, queue offset) targets."""
+    if topic.startswith(RETRY_PREFIX) or topic.startswith(SYS_PREFIX) or topic == SCHEDULE_TOPIC:
+        return []
+    names, offsets = props.get(P.INNER_MULTI_DISPATCH), props.get(P.INNER_MULTI_QUEUE_OFFSET)
+    if not names or not offsets:
+        return []
+    ns, os_ = names.split(","), offsets.split(",")
+    if len(ns) != len(os_):
+        return []
+    out = []
+    for n, o in zip(ns, os_):
+        if "/" in n:
+            continue
+        qid = 0 if (enable_lmq and n.startswith(LMQ_PREFIX)) else queue_id
+        out.append((n, qid, int(o)))
+    return out

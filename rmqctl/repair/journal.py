@@ -1,0 +1,422 @@
+"""Quarantine journal: every byte rmqctl removes or overwrites in a store is kept, so `rmqctl undo`
+can put it back bit-exact.
+
+Layout (outside ``commitlog/`` and ``consumequeue/``: the broker refuses to start with foreign files
+there)::
+
+    <store>/rmqctl-quarantine/<UTC timestamp>-<op>/
+        journal.jsonl        one JSON object per line, fsynced before the action it describes
+        files/0001-<name>    the saved bytes of entry 1 (whole file, tail, or range)
+
+Use::
+
+    with Journal.begin(store, op="config-set") as j:
+        j.before_write(path, new_bytes)        # replace_file, or create_file if path is absent
+        ...write path (atomically)...
+        j.before_delete(other); os.unlink(other)
+        j.before_truncate(seg, new_len); os.truncate(seg, new_len)
+        j.before_write_range(seg, offset, new_bytes); ...pwrite...
+
+Each ``before_*`` call copies what is about to go into ``files/``, appends an entry and fsyncs both
+*before* returning, so the action that follows is always covered. Leaving the ``with`` block appends
+``{"kind": "committed"}`` (or ``"aborted"`` with the error when an exception escapes).
+
+Entry kinds and fields: ``replace_file`` / ``create_file`` / ``delete_file`` (path, saved,
+sha256_before/sha256_after of the whole content, size_before/size_after), ``truncate_file`` (path,
+old_len, new_len, saved tail) and ``write_range`` (path, offset, saved bytes); for the two range kinds
+the hashes cover the affected range only, since segment files can be GiB. Paths are relative to the
+store when inside it.
+
+``undo(store, op=None)`` restores the entries of one op in reverse order. It first checks every entry
+against the file's current state: already restored -> skipped (so undo is idempotent and resumes after
+a crash), still as the op left it -> restored, anything else (changed since) -> refused as a conflict
+unless ``force``. It then appends ``{"kind": "undone"}``. Without ``op`` it takes the latest op not yet
+undone, so repeated ``undo`` walks back through history.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rmqctl.errors import IOFailure, ProblemsFound, UsageError
+
+QUARANTINE = "rmqctl-quarantine"
+JOURNAL = "journal.jsonl"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_file_durably(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """tmp beside the target, fsync, os.replace, fsync the directory. Never leaves a partial target."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def _read_range(path: Path, offset: int, length: int) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+    except FileNotFoundError:
+        return None
+
+
+class Journal:
+    """One operation's quarantine folder and journal. Create with ``Journal.begin``."""
+
+    def __init__(self, store: Path, folder: Path, op: str):
+        self.store = Path(store)
+        self.dir = folder
+        self.op = op
+        self.seq = 0
+        self._fh = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    @classmethod
+    def begin(cls, store, op: str) -> "Journal":
+        store = Path(store)
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", op) or "op"
+        root = store / QUARANTINE
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        try:
+            root.mkdir(exist_ok=True)
+            folder = root / f"{stamp}-{safe}"
+            n = 1
+            while folder.exists():
+                n += 1
+                folder = root / f"{stamp}-{safe}.{n}"
+            (folder / "files").mkdir(parents=True)
+        except OSError as e:
+            raise IOFailure(f"cannot create the quarantine folder: {e.strerror or e}", path=root) from e
+        fsync_dir(root)
+        j = cls(store, folder, op)
+        j._append({"kind": "begin", "op": op, "store": str(store.resolve()), "pid": os.getpid()})
+        return j
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is None:
+            self._append({"kind": "committed"})
+        else:
+            self._append({"kind": "aborted", "error": f"{et.__name__}: {ev}"})
+        self.close()
+        return False
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    # -- recording ------------------------------------------------------------------------------
+    def _append(self, entry: dict) -> None:
+        entry = {"at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **entry}
+        if self._fh is None:
+            self._fh = open(self.dir / JOURNAL, "a", encoding="utf-8")
+            first = True
+        else:
+            first = False
+        self._fh.write(json.dumps(entry, sort_keys=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        if first:
+            fsync_dir(self.dir)
+
+    def _rel(self, path: Path) -> str:
+        path = Path(os.path.abspath(path))
+        try:
+            return str(path.relative_to(Path(os.path.abspath(self.store))))
+        except ValueError:
+            return str(path)
+
+    def _save(self, path: Path, data: bytes) -> str:
+        self.seq += 1
+        rel = f"files/{self.seq:04d}-{Path(path).name}"
+        fd = os.open(self.dir / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self.dir / "files")
+        return rel
+
+    def before_write(self, path, new: bytes) -> dict:
+        """Record that ``path`` is about to hold exactly ``new`` (replace_file or create_file)."""
+        path = Path(path)
+        old = _read(path)
+        if old is None:
+            entry = {"kind": "create_file", "path": self._rel(path), "sha256_after": sha256(new),
+                     "size_after": len(new)}
+            self.seq += 1
+        else:
+            entry = {"kind": "replace_file", "path": self._rel(path), "saved": self._save(path, old),
+                     "sha256_before": sha256(old), "size_before": len(old),
+                     "sha256_after": sha256(new), "size_after": len(new),
+                     "mode": os.stat(path).st_mode & 0o7777}
+        self._append({"seq": self.seq, **entry})
+        return entry
+
+    def before_delete(self, path) -> dict:
+        path = Path(path)
+        old = _read(path)
+        if old is None:
+            raise IOFailure("cannot quarantine a file that does not exist", path=path)
+        entry = {"kind": "delete_file", "path": self._rel(path), "saved": self._save(path, old),
+                 "sha256_before": sha256(old), "size_before": len(old), "mode": os.stat(path).st_mode & 0o7777}
+        self._append({"seq": self.seq, **entry})
+        return entry
+
+    def before_truncate(self, path, new_len: int) -> dict:
+        path = Path(path)
+        old_len = os.path.getsize(path)
+        if new_len > old_len:
+            raise UsageError(f"truncate to {new_len} would grow a {old_len}-byte file", path=path)
+        tail = _read_range(path, new_len, old_len - new_len) or b""
+        entry = {"kind": "truncate_file", "path": self._rel(path), "old_len": old_len, "new_len": new_len,
+                 "saved": self._save(path, tail), "sha256_before": sha256(tail), "sha256_after": sha256(b"")}
+        self._append({"seq": self.seq, **entry})
+        return entry
+
+    def before_write_range(self, path, offset: int, new: bytes) -> dict:
+        path = Path(path)
+        old = _read_range(path, offset, len(new)) or b""
+        entry = {"kind": "write_range", "path": self._rel(path), "offset": offset, "length": len(new),
+                 "old_length": len(old), "saved": self._save(path, old), "sha256_before": sha256(old),
+                 "sha256_after": sha256(new)}
+        self._append({"seq": self.seq, **entry})
+        return entry
+
+
+# ------------------------------------------------------------------------------------------------
+# reading journals back, undo
+
+
+@dataclass
+class OpRecord:
+    name: str
+    dir: Path
+    op: str
+    state: str                      # committed | aborted | open (no end entry: killed) | undone
+    entries: list = field(default_factory=list)   # the action entries, in order
+    begun: str = ""
+
+
+_ACTIONS = {"replace_file", "create_file", "delete_file", "truncate_file", "write_range"}
+
+
+def read_op(folder: Path) -> OpRecord:
+    entries, state, op, begun = [], "open", "?", ""
+    try:
+        lines = (folder / JOURNAL).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        lines = []
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue  # a torn last line (killed while appending): the action after it never ran
+        k = e.get("kind")
+        if k == "begin":
+            op, begun = e.get("op", "?"), e.get("at", "")
+        elif k in _ACTIONS:
+            entries.append(e)
+        elif k in ("committed", "aborted"):
+            state = k
+        elif k == "undone":
+            state = "undone"
+    return OpRecord(folder.name, folder, op, state, entries, begun)
+
+
+def list_ops(store) -> list[OpRecord]:
+    root = Path(store) / QUARANTINE
+    if not root.is_dir():
+        return []
+    return [read_op(d) for d in sorted(root.iterdir()) if d.is_dir() and (d / JOURNAL).exists()]
+
+
+@dataclass
+class UndoStep:
+    entry: dict
+    action: str          # restore | skip | conflict
+    reason: str = ""
+
+
+def _abs(store: Path, rel: str) -> Path:
+    p = Path(rel)
+    return p if p.is_absolute() else Path(store) / p
+
+
+def plan_undo(store, rec: OpRecord) -> list[UndoStep]:
+    steps = []
+    for e in reversed(rec.entries):
+        path = _abs(store, e["path"])
+        kind = e["kind"]
+        if kind in ("replace_file", "create_file", "delete_file"):
+            cur = _read(path)
+            h = None if cur is None else sha256(cur)
+            before = e.get("sha256_before")  # None for create_file: "absent"
+            after = e.get("sha256_after")     # None for delete_file: "absent"
+            if h == before:
+                steps.append(UndoStep(e, "skip", "already as before"))
+            elif h == after:
+                steps.append(UndoStep(e, "restore"))
+            else:
+                what = "missing" if cur is None else f"sha256 {h[:12]}"
+                steps.append(UndoStep(e, "conflict", f"changed since the op ({what})"))
+        elif kind == "truncate_file":
+            size = os.path.getsize(path) if path.exists() else None
+            if size == e["old_len"] and sha256(_read_range(path, e["new_len"], e["old_len"] - e["new_len"]) or b"") \
+                    == e["sha256_before"]:
+                steps.append(UndoStep(e, "skip", "already as before"))
+            elif size == e["new_len"]:
+                steps.append(UndoStep(e, "restore"))
+            else:
+                steps.append(UndoStep(e, "conflict", f"size is {size}, expected {e['new_len']}"))
+        elif kind == "write_range":
+            cur = _read_range(path, e["offset"], e["length"])
+            h = None if cur is None else sha256(cur)
+            if cur is not None and sha256(cur[:e["old_length"]]) == e["sha256_before"] and \
+                    (e["old_length"] == e["length"] or len(cur) == e["old_length"]):
+                steps.append(UndoStep(e, "skip", "already as before"))
+            elif h == e["sha256_after"]:
+                steps.append(UndoStep(e, "restore"))
+            else:
+                steps.append(UndoStep(e, "conflict", "range changed since the op"))
+    return steps
+
+
+def _apply(store: Path, rec: OpRecord, step: UndoStep) -> None:
+    e = step.entry
+    path = _abs(store, e["path"])
+    kind = e["kind"]
+    saved = (rec.dir / e["saved"]).read_bytes() if e.get("saved") else None
+    if kind in ("replace_file", "delete_file"):
+        if sha256(saved) != e["sha256_before"]:
+            raise ProblemsFound("saved copy does not match its recorded sha256", path=rec.dir / e["saved"])
+        write_file_durably(path, saved, mode=e.get("mode"))
+        if e.get("mode") is not None:
+            os.chmod(path, e["mode"])
+    elif kind == "create_file":
+        if path.exists():
+            os.unlink(path)
+            fsync_dir(path.parent)
+    elif kind == "truncate_file":
+        with open(path, "r+b") as f:
+            f.truncate(e["new_len"])
+            f.seek(e["new_len"])
+            f.write(saved)
+            f.flush()
+            os.fsync(f.fileno())
+    elif kind == "write_range":
+        with open(path, "r+b") as f:
+            f.seek(e["offset"])
+            f.write(saved)
+            if e["old_length"] < e["length"]:  # the op extended the file
+                f.truncate(e["offset"] + e["old_length"])
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def find_op(store, op: str | None) -> OpRecord:
+    ops = list_ops(store)
+    if not ops:
+        raise UsageError("nothing to undo: no rmqctl-quarantine journal in this store", path=store)
+    if op is None:
+        for rec in reversed(ops):
+            if rec.state != "undone":
+                return rec
+        return ops[-1]
+    for rec in ops:
+        if rec.name == op or rec.dir.name.startswith(op):
+            return rec
+    matches = [r for r in ops if r.op == op]
+    if matches:
+        for rec in reversed(matches):
+            if rec.state != "undone":
+                return rec
+        return matches[-1]
+    raise UsageError(f"no operation named {op!r} (see `rmqctl undo --list`)", path=Path(store) / QUARANTINE)
+
+
+@dataclass
+class UndoResult:
+    op: OpRecord
+    steps: list
+    already: bool = False
+
+
+def undo(store, op: str | None = None, *, force: bool = False, dry_run: bool = False) -> UndoResult:
+    """Restore what one op changed. The caller holds the store lock."""
+    store = Path(store)
+    rec = find_op(store, op)
+    if rec.state == "undone":
+        return UndoResult(rec, [], already=True)
+    steps = plan_undo(store, rec)
+    conflicts = [s for s in steps if s.action == "conflict"]
+    if conflicts and not force:
+        s = conflicts[0]
+        raise ProblemsFound(f"cannot undo {rec.name}: {s.reason} ({len(conflicts)} conflict(s)); "
+                            "nothing restored (--force restores anyway)", path=_abs(store, s.entry["path"]))
+    if dry_run:
+        return UndoResult(rec, steps)
+    j_fh = open(rec.dir / JOURNAL, "a", encoding="utf-8")
+    try:
+        for s in steps:
+            if s.action == "restore" or (s.action == "conflict" and force):
+                _apply(store, rec, s)
+        stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        j_fh.write(json.dumps({"at": stamp, "kind": "undone", "epoch_ms": int(time.time() * 1000)}) + "\n")
+        j_fh.flush()
+        os.fsync(j_fh.fileno())
+    finally:
+        j_fh.close()
+    rec.state = "undone"
+    return UndoResult(rec, steps)

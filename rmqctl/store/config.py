@@ -1,0 +1,125 @@
+"""The broker settings that shape a store's files (sizes are not stored in the files themselves).
+
+Sources, in order: explicit values, a broker config file (`broker.conf` key=value, or JSON with the
+same keys), then inference from the files on disk, then the broker's defaults.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from rmqctl.errors import UsageError
+from rmqctl.formats import commitlog as cl, consumequeue as cq, index as ix
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """messageDelayLevel -> delay in ms per level (level n is element n-1)."""
+    out = []
+    for tok in text.split():
+        m = re.fullmatch(r"(\d+)([smhd])", tok)
+        if not m:
+            raise UsageError(f"bad messageDelayLevel token {tok!r}")
+        out.append(int(m.group(1)) * _UNITS[m.group(2)])
+    return out
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    commitlog_file_size: int = cl.DEFAULT_FILE_SIZE
+    cq_file_size: int = cq.DEFAULT_FILE_SIZE
+    hash_slot_num: int = ix.DEFAULT_HASH_SLOT_NUM
+    index_num: int = ix.DEFAULT_INDEX_NUM
+    delay_levels: tuple = field(default_factory=lambda: tuple(parse_delay_levels(DEFAULT_DELAY_LEVELS)))
+    message_index_enable: bool = True
+    enable_lmq: bool = False
+    enable_multi_dispatch: bool = False
+    explicit: frozenset = frozenset()   # which fields came from the operator or a config file
+
+    KEYS = {
+        "mappedFileSizeCommitLog": ("commitlog_file_size", int),
+        "mappedFileSizeConsumeQueue": ("cq_file_size", int),
+        "maxHashSlotNum": ("hash_slot_num", int),
+        "maxIndexNum": ("index_num", int),
+        "messageDelayLevel": ("delay_levels", lambda v: tuple(parse_delay_levels(v))),
+        "messageIndexEnable": ("message_index_enable", lambda v: str(v).lower() == "true"),
+        "enableLmq": ("enable_lmq", lambda v: str(v).lower() == "true"),
+        "enableMultiDispatch": ("enable_multi_dispatch", lambda v: str(v).lower() == "true"),
+    }
+
+    @property
+    def index_file_size(self) -> int:
+        return ix.file_size(self.hash_slot_num, self.index_num)
+
+    def with_values(self, values: dict) -> "StoreConfig":
+        """Apply broker-config keys (camelCase, as in broker.conf)."""
+        changes, explicit = {}, set(self.explicit)
+        for k, v in values.items():
+            if k in self.KEYS and v is not None:
+                attr, conv = self.KEYS[k]
+                changes[attr] = conv(v)
+                explicit.add(attr)
+        return replace(self, **changes, explicit=frozenset(explicit))
+
+    @classmethod
+    def from_file(cls, path) -> "StoreConfig":
+        text = Path(path).read_text(encoding="utf-8")
+        if text.lstrip().startswith("{"):
+            values = json.loads(text)
+        else:
+            values = {}
+            for line in text.splitlines():
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    k, _, v = line.partition("=")
+                    values[k.strip()] = v.strip()
+        return cls().with_values(values)
+
+
+def infer(config: StoreConfig, root: Path) -> StoreConfig:
+    """Fill in sizes that were not given from the files present (the broker requires equal sizes)."""
+    changes = {}
+    if "commitlog_file_size" not in config.explicit:
+        size = _first_file_size(root / "commitlog", digits=20)
+        if size:
+            changes["commitlog_file_size"] = size
+    if "cq_file_size" not in config.explicit:
+        size = _cq_file_size(root / "consumequeue")
+        if size:
+            changes["cq_file_size"] = size
+    if "hash_slot_num" not in config.explicit and "index_num" not in config.explicit:
+        size = _first_file_size(root / "index", digits=17)
+        if size and size != ix.file_size(ix.DEFAULT_HASH_SLOT_NUM, ix.DEFAULT_INDEX_NUM) and (size - 40) % 84 == 0:
+            slots = (size - 40) // 84   # the broker's default ratio: maxIndexNum = 4 * maxHashSlotNum
+            changes.update(hash_slot_num=slots, index_num=4 * slots)
+    return replace(config, **changes) if changes else config
+
+
+def _first_file_size(d: Path, digits: int) -> int | None:
+    try:
+        names = sorted(n for n in os.listdir(d) if len(n) == digits and n.isdigit())
+    except OSError:
+        return None
+    sizes = [os.stat(d / n).st_size for n in names[:3]]
+    sizes = [s for s in sizes if s > 0]
+    return max(sizes) if sizes else None
+
+
+def _cq_file_size(d: Path) -> int | None:
+    """Largest CQ file among the first few queues (every CQ file has the same mapped size)."""
+    best = 0
+    try:
+        for ti, topic in enumerate(sorted(os.listdir(d))):
+            if ti > 8:
+                break
+            for q in os.listdir(d / topic):
+                for n in os.listdir(d / topic / q)[:2]:
+                    best = max(best, os.stat(d / topic / q / n).st_size)
+    except OSError:
+        pass
+    return best if best and best % cq.UNIT_SIZE == 0 else None

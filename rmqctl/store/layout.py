@@ -1,0 +1,178 @@
+"""A store directory: where each file kind lives, what is present, and what is not supported."""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from rmqctl.errors import IOFailure, UnsupportedStoreError, UsageError
+from rmqctl.formats import INDEX_NAME, checkpoint as ckf
+from rmqctl.formats._derive import field_names, struct_format
+from rmqctl.store.config import StoreConfig, infer
+from rmqctl.store.files import FileQueue
+from rmqctl.store.lock import lock_state
+
+CHECKPOINT_FIELDS = field_names(ckf.Checkpoint)
+_CHECKPOINT = struct.Struct(struct_format(ckf.Checkpoint))
+
+
+@dataclass
+class Checkpoint:
+    physic_msg_timestamp: int = 0
+    logics_msg_timestamp: int = 0
+    index_msg_timestamp: int = 0
+    master_flushed_offset: int = 0
+    confirm_phy_offset: int = 0
+    size: int = 0
+
+    @property
+    def min_timestamp(self) -> int:
+        return ckf.min_timestamp(self.physic_msg_timestamp, self.logics_msg_timestamp)
+
+    @property
+    def min_timestamp_index(self) -> int:
+        return ckf.min_timestamp_index(self.physic_msg_timestamp, self.logics_msg_timestamp,
+                                       self.index_msg_timestamp)
+
+    @classmethod
+    def parse(cls, data: bytes) -> "Checkpoint":
+        padded = data[:_CHECKPOINT.size].ljust(_CHECKPOINT.size, b"\0")
+        return cls(*_CHECKPOINT.unpack(padded), size=len(data))
+
+
+class Store:
+    """A broker store root (the directory holding commitlog/, consumequeue/, checkpoint...)."""
+
+    def __init__(self, root, config: StoreConfig | None = None):
+        self.root = Path(root)
+        self.config = infer(config or StoreConfig(), self.root)
+
+    @classmethod
+    def open(cls, root, config: StoreConfig | None = None, *, check_supported: bool = True) -> "Store":
+        root = Path(root)
+        if not root.exists():
+            raise UsageError("no such store directory", path=root)
+        if not root.is_dir():
+            raise UsageError("not a directory (give the store root, e.g. .../store)", path=root)
+        store = cls(root, config)
+        if check_supported:
+            problems = store.unsupported()
+            if problems:
+                raise UnsupportedStoreError("; ".join(problems), path=root)
+        return store
+
+    # --- locations -------------------------------------------------------------------------
+    @property
+    def commitlog_dir(self) -> Path:
+        return self.root / "commitlog"
+
+    @property
+    def consumequeue_dir(self) -> Path:
+        return self.root / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / "config"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def abort_path(self) -> Path:
+        return self.root / "abort"
+
+    def looks_like_store(self) -> bool:
+        return any((self.root / n).exists() for n in ("commitlog", "consumequeue", "checkpoint", "config", "index"))
+
+    def unsupported(self) -> list[str]:
+        """Layouts rmqctl detects and refuses instead of misreading."""
+        out = []
+        for p in self.root.iterdir() if self.root.is_dir() else []:
+            if p.name.startswith("dledger"):
+                out.append(f"DLedger commitlog ({p.name}/) is not supported")
+        rocks_cq = self.root / "consumequeue" / "rocksdb"
+        if (self.root / "rocksdb").exists() or rocks_cq.exists() or (self.root / "consumequeue" / "CURRENT").exists():
+            out.append("RocksDB consume queues (storeType=defaultRocksDB) are not supported")
+        for name in ("topics", "consumerOffsets", "subscriptionGroups"):
+            d = self.config_dir / name
+            if d.is_dir() and ((d / "CURRENT").exists() or any(d.glob("*.sst"))):
+                out.append(f"RocksDB metadata (config/{name}/) is not supported")
+        return out
+
+    # --- commitlog -------------------------------------------------------------------------
+    @cached_property
+    def commitlog(self) -> FileQueue:
+        return FileQueue.scan(self.commitlog_dir)
+
+    # --- consume queues --------------------------------------------------------------------
+    def queues(self, kind: str = "consumequeue") -> list[tuple[str, int]]:
+        """(topic, queueId) of every queue directory; non-numeric queue dirs are skipped like the broker does."""
+        base = self.root / kind
+        out = []
+        try:
+            topics = sorted(os.listdir(base))
+        except FileNotFoundError:
+            return out
+        for t in topics:
+            td = base / t
+            if td.is_symlink() or not td.is_dir():
+                continue
+            for q in os.listdir(td):
+                if _is_int(q) and (td / q).is_dir() and not (td / q).is_symlink():
+                    out.append((t, int(q)))
+        out.sort(key=lambda tq: (tq[0], tq[1]))
+        return out
+
+    def consume_queue(self, topic: str, queue_id: int):
+        from rmqctl.store.consumequeue import ConsumeQueue
+
+        return ConsumeQueue(self, topic, queue_id)
+
+    # --- index -----------------------------------------------------------------------------
+    def index_files(self) -> list[Path]:
+        try:
+            names = sorted(n for n in os.listdir(self.index_dir) if INDEX_NAME.match(n))
+        except FileNotFoundError:
+            return []
+        return [self.index_dir / n for n in names if not (self.index_dir / n).is_symlink()]
+
+    # --- small files -----------------------------------------------------------------------
+    def checkpoint(self) -> Checkpoint | None:
+        try:
+            data = self.checkpoint_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise IOFailure(e.strerror or str(e), path=self.checkpoint_path) from e
+        return Checkpoint.parse(data)
+
+    @property
+    def abort_exists(self) -> bool:
+        return self.abort_path.exists()
+
+    def lock_state(self) -> str:
+        return lock_state(self.root)
+
+
+def _is_int(s: str) -> bool:
+    try:
+        int(s)
+        return True
+    except ValueError:
+        return False
+
+
+def find_store_root(path) -> Path:
+    """Given any path inside a store, the store root (the directory holding commitlog/ etc.)."""
+    p = Path(path).resolve()
+    for cand in [p, *p.parents]:
+        if (cand / "commitlog").is_dir() or (cand / "checkpoint").is_file():
+            return cand
+    raise UsageError("not inside a store (no commitlog/ or checkpoint found above it)", path=path)
