@@ -1,0 +1,103 @@
+"""Turning decoded records into output: one stable dict per message for --json, and readable
+text. Field names here are the documented JSON Lines schema (man rmqctl-dump)."""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+
+from rmqctl.formats.commitlog import TRANSACTION_TYPE_NAMES
+from rmqctl.formats.properties import CRC32_PROPERTY
+
+BODY_MODES = ("text", "hex", "base64", "none")
+
+
+def offset_msg_id(store_host_raw: bytes, store_port: int, physical_offset: int) -> str:
+    """MessageDecoder.createMessageId: store host address + port + offset, upper-case hex."""
+    return (store_host_raw + store_port.to_bytes(4, "big", signed=True)
+            + physical_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+
+def body_value(body: bytes, mode: str):
+    if mode == "none":
+        return None
+    if mode == "hex":
+        return body.hex()
+    if mode == "base64":
+        return base64.b64encode(body).decode("ascii")
+    return body.decode("utf-8", errors="backslashreplace")
+
+
+def message_dict(r, body: str = "base64") -> dict:
+    """The JSON object of one message record (field names are stable and documented)."""
+    d = {
+        "kind": "message",
+        "physical_offset": r.offset,
+        "size": r.total_size,
+        "magic": "V2" if r.version == 2 else "V1",
+        "topic": r.topic,
+        "queue_id": r.queue_id,
+        "queue_offset": r.queue_offset,
+        "sys_flag": r.sys_flag,
+        "transaction_type": TRANSACTION_TYPE_NAMES[r.sys_flag & 0xC],
+        "flag": r.flag,
+        "body_crc": r.body_crc,
+        "body_crc_ok": r.crc_ok,
+        "born_timestamp": r.born_timestamp,
+        "born_host": r.born_host,
+        "store_timestamp": r.store_timestamp,
+        "store_host": r.store_host,
+        "reconsume_times": r.reconsume_times,
+        "prepared_transaction_offset": r.prepared_transaction_offset,
+        "msg_id": offset_msg_id(r.store_host_raw, r.store_port, r.physical_offset),
+        "body_length": r.body_length,
+        "properties": r.properties,
+    }
+    if r.physical_offset != r.offset:
+        d["physical_offset_field"] = r.physical_offset
+    if r.prop_crc is not None:
+        d["property_crc_ok"] = r.prop_crc
+    if body != "none":
+        d["body_encoding"] = body
+        d["body"] = body_value(r.body, body)
+    return d
+
+
+def fmt_time(ms: int) -> str:
+    if ms <= 0:
+        return str(ms)
+    try:
+        return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def message_text(r, body: str = "text", max_body: int = 200) -> str:
+    """Readable multi-line rendering of one message."""
+    props = {k: v for k, v in r.properties.items()}
+    tx = TRANSACTION_TYPE_NAMES[r.sys_flag & 0xC]
+    lines = [
+        f"@{r.offset}  {r.topic}  queue {r.queue_id}  offset {r.queue_offset}  size {r.total_size}"
+        f"  {'V2 ' if r.version == 2 else ''}sysflag 0x{r.sys_flag:x}{'' if tx == 'NOT' else ' ' + tx}",
+        f"  stored {fmt_time(r.store_timestamp)} by {r.store_host}   born {fmt_time(r.born_timestamp)}"
+        f" at {r.born_host}",
+        f"  msgId {offset_msg_id(r.store_host_raw, r.store_port, r.physical_offset)}"
+        f"  bodyCRC {r.body_crc}{'' if r.crc_ok in (True, None) else ' (BAD)'}"
+        + ("" if r.reconsume_times == 0 else f"  reconsume {r.reconsume_times}")
+        + ("" if r.prepared_transaction_offset == 0 else f"  preparedTxOffset {r.prepared_transaction_offset}"),
+    ]
+    if props:
+        shown = ", ".join(f"{k}={v}" for k, v in props.items() if k != CRC32_PROPERTY)
+        if CRC32_PROPERTY in props:
+            shown += f", {CRC32_PROPERTY}={props[CRC32_PROPERTY]}" + (" (BAD)" if r.prop_crc is False else "")
+        lines.append(f"  properties {shown}")
+    if body != "none":
+        v = body_value(r.body, body)
+        if body == "text" and len(v) > max_body:
+            v = v[:max_body] + f"... ({r.body_length} bytes)"
+        lines.append(f"  body[{r.body_length}] {v}")
+    return "\n".join(lines)
+
+
+def jsonl(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
