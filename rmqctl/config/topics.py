@@ -1,0 +1,104 @@
+"""Topics (topics.json, ``topicConfigTable``): list, create, update queue numbers / perm, delete.
+
+New entries are written with the fields TopicConfig's getters produce, in the broker's (sorted)
+order; ``attributes`` only in 5.x files. Defaults are mqadmin updateTopic's: 8 read / 8 write
+queues, perm 6 (read+write). Every change bumps ``dataVersion`` like the broker does.
+"""
+from __future__ import annotations
+
+import re
+
+from rmqctl.config.files import as_int, looks_v5, next_version
+from rmqctl.errors import UsageError
+
+NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+MAX_LEN = 127
+PERM_BITS = {1: "inherit", 2: "write", 4: "read"}
+
+
+def validate_name(name: str, what: str = "topic") -> None:
+    if not name or not NAME.match(name):
+        raise UsageError(f"illegal {what} name {name!r}: allowed characters are %|a-zA-Z0-9_-")
+    if len(name) > MAX_LEN:
+        raise UsageError(f"{what} name is longer than {MAX_LEN} characters")
+
+
+def perm_text(perm) -> str:
+    try:
+        p = as_int(perm)
+    except Exception:  # noqa: BLE001
+        return str(perm)
+    return ("R" if p & 4 else "-") + ("W" if p & 2 else "-") + ("X" if p & 1 else "-")
+
+
+def table(doc: dict) -> dict:
+    t = doc.get("topicConfigTable")
+    if t is None:
+        t = doc["topicConfigTable"] = {}
+    if not isinstance(t, dict):
+        raise UsageError("topicConfigTable is not an object")
+    return t
+
+
+def rows(doc: dict) -> list[dict]:
+    out = []
+    for name, tc in table(doc).items():
+        if not isinstance(tc, dict):
+            continue
+        out.append({"topic": str(name), "readQueueNums": tc.get("readQueueNums"),
+                    "writeQueueNums": tc.get("writeQueueNums"), "perm": tc.get("perm"),
+                    "order": tc.get("order"), "topicSysFlag": tc.get("topicSysFlag"),
+                    "attributes": tc.get("attributes") or {}})
+    return out
+
+
+def _check(read, write, perm):
+    for v, what in ((read, "read queue number"), (write, "write queue number")):
+        if v is not None and not 0 <= v <= 1024:
+            raise UsageError(f"{what} {v} out of range 0..1024")
+    if perm is not None and not 0 <= perm <= 7:
+        raise UsageError(f"perm {perm} out of range 0..7 (4 read, 2 write, 1 inherit)")
+
+
+def create(doc: dict, name: str, *, read: int = 8, write: int = 8, perm: int = 6, order: bool = False,
+           attributes: dict | None = None) -> dict:
+    validate_name(name)
+    _check(read, write, perm)
+    t = table(doc)
+    if name in t:
+        raise UsageError(f"topic {name!r} already exists (use `config topics update`)")
+    v5 = looks_v5(doc, "topicConfigTable", "attributes")
+    tc: dict = {}
+    if v5 or attributes:
+        tc["attributes"] = dict(attributes or {})
+    tc.update({"order": order, "perm": perm, "readQueueNums": read, "topicFilterType": "SINGLE_TAG",
+               "topicName": name, "topicSysFlag": 0, "writeQueueNums": write})
+    t[name] = tc
+    next_version(doc)
+    return tc
+
+
+def update(doc: dict, name: str, *, read: int | None = None, write: int | None = None, perm: int | None = None,
+           order: bool | None = None) -> dict:
+    """Returns {field: (old, new)} for what changed."""
+    _check(read, write, perm)
+    tc = table(doc).get(name)
+    if not isinstance(tc, dict):
+        raise UsageError(f"no topic {name!r} in topics.json")
+    changes = {}
+    for field, val in (("readQueueNums", read), ("writeQueueNums", write), ("perm", perm), ("order", order)):
+        if val is not None and tc.get(field) != val:
+            changes[field] = (tc.get(field), val)
+            tc[field] = val
+    if changes:
+        next_version(doc)
+    return changes
+
+
+def delete(doc: dict, name: str) -> dict:
+    t = table(doc)
+    if name not in t:
+        raise UsageError(f"no topic {name!r} in topics.json")
+    old = t.pop(name)
+    next_version(doc)
+    return old
