@@ -1,0 +1,41 @@
+"""Shared option decorators."""
+from __future__ import annotations
+
+import click
+
+from rmqctl.render import BODY_MODES
+
+
+def json_option(f):
+    return click.option("--json", "as_json", is_flag=True, help="JSON Lines on stdout (one object per record).")(f)
+
+
+def body_option(f):
+    return click.option("--body", type=click.Choice(BODY_MODES), default=None,
+                        help="How to print message bodies [default: text on a terminal, base64 with --json].")(f)
+
+
+def store_config_options(f):
+    """Broker settings that are not stored in the files (sizes, delay levels)."""
+    f = click.option("--broker-config", type=click.Path(dir_okay=False, exists=True),
+                     envvar="RMQCTL_BROKER_CONFIG",
+                     help="broker.conf (key=value) or JSON with mappedFileSizeCommitLog, mappedFileSizeConsumeQueue, "
+                          "maxHashSlotNum, maxIndexNum, messageDelayLevel. Sizes not given are inferred from the "
+                          "files. [env RMQCTL_BROKER_CONFIG]")(f)
+    f = click.option("--index-slots", type=click.IntRange(min=1), default=None,
+                     help="maxHashSlotNum of the index files [default 5000000 or inferred].")(f)
+    f = click.option("--index-items", type=click.IntRange(min=1), default=None,
+                     help="maxIndexNum of the index files [default 20000000 or inferred].")(f)
+    return f
+
+
+def build_store_config(broker_config, index_slots, index_items):
+    from rmqctl.store.config import StoreConfig
+
+    cfg = StoreConfig.from_file(broker_config) if broker_config else StoreConfig()
+    values = {}
+    if index_slots:
+        values["maxHashSlotNum"] = index_slots
+    if index_items:
+        values["maxIndexNum"] = index_items
+    return cfg.with_values(values)

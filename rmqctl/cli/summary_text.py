@@ -1,0 +1,55 @@
+"""Readable rendering of a store summary (rich tables on a terminal, plain text otherwise)."""
+from __future__ import annotations
+
+from rmqctl.render import fmt_time
+from rmqctl.terminal import out
+
+
+def render_summary(s: dict) -> None:
+    from rich.table import Table
+
+    c = out()
+    c.print(f"store {s['root']}")
+    for u in s.get("unsupported", []):
+        c.print(f"  UNSUPPORTED: {u}")
+    cl = s["commitlog"]
+    c.print(f"commitlog: {cl['files']} files of {cl['file_size']} bytes ({cl['bytes']} on disk), "
+            f"offsets {cl['min_offset']} .. {cl['max_offset']} (last file ends with: {cl['last_file_ends_with']})")
+    if len(cl["sizes_on_disk"]) > 1:
+        c.print(f"  files of different sizes: {cl['sizes_on_disk']} (the broker refuses to start)")
+    for a, b in cl["gaps"]:
+        c.print(f"  GAP: no file covers {a} .. {b}")
+    for st in cl["strays"]:
+        c.print(f"  stray entry in commitlog/: {st}")
+    ck = s.get("checkpoint")
+    if ck:
+        c.print(f"checkpoint: physicMsgTimestamp {fmt_time(ck['physic_msg_timestamp'])}, logicsMsgTimestamp "
+                f"{fmt_time(ck['logics_msg_timestamp'])}, indexMsgTimestamp {fmt_time(ck['index_msg_timestamp'])}, "
+                f"masterFlushedOffset {ck['master_flushed_offset']}, confirmPhyOffset {ck['confirm_phy_offset']}")
+    else:
+        c.print("checkpoint: missing")
+    c.print(f"abort: {'present' if s['abort'] else 'absent'} -> next start: {s['next_start']}")
+    c.print(f"lock: {s['lock']}" + (" (a running broker holds it)" if s["lock"] == "held" else ""))
+    ix = s["index"]
+    c.print(f"index: {len(ix['files'])} files ({ix['hash_slot_num']} slots, {ix['index_num']} items each)"
+            + (f", {ix['files'][0]} .. {ix['files'][-1]}" if ix["files"] else ""))
+    qs = s.get("consume_queues", [])
+    if qs:
+        t = Table(title=f"{len(s['topics'])} topics, {len(qs)} consume queues", show_lines=False)
+        for col in ("topic", "queue", "files", "min offset", "max offset"):
+            t.add_column(col, justify="right" if col != "topic" else "left")
+        for q in qs:
+            t.add_row(q["topic"], str(q["queue_id"]), str(q["files"]), str(q["min_offset"]), str(q["max_offset"]))
+        c.print(t)
+    for k in ("batchconsumequeue", "consumequeue_ext"):
+        if s.get(k):
+            c.print(f"{k}: {', '.join(s[k])}")
+    if s.get("config"):
+        t = Table(title="config")
+        for col in ("file", "main", ".bak", "broker would"):
+            t.add_column(col)
+        for f in s["config"]:
+            t.add_row(f["file"], f["main"], f["bak"], f["broker_would"])
+        c.print(t)
+    for k, v in s.get("other", {}).items():
+        c.print(f"{k}: {v['files']} files, {v['bytes']} bytes")
