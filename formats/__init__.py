@@ -17,13 +17,13 @@ INDEX_NAME = re.compile(r"^\d{17}$")
 class Kind:
     name: str
     module: str        # module under rmqctl.formats holding the declaration
-    declaration: str   # its main Construct (the record/unit/header)
+    declaration: str   # its Construct declarations, comma-separated (record/unit/header first)
     fixed_size: int | None
     summary: str
 
 
 KINDS = {k.name: k for k in [
-    Kind("commitlog", "commitlog", "MessageRecord", None,
+    Kind("commitlog", "commitlog", "MessageRecord,BlankRecord", None,
          "commitlog/<20-digit start offset>: message records, BLANK record at the end of each full file"),
     Kind("consumequeue", "consumequeue", "ConsumeQueueUnit", None,
          "consumequeue/<topic>/<queueId>/<20-digit>: 20-byte units (phys offset, size, tagsCode)"),
@@ -31,16 +31,16 @@ KINDS = {k.name: k for k in [
          "consumequeue_ext/<topic>/<queueId>/<20-digit>: variable ext units (tagsCode, store time, bit map)"),
     Kind("batchconsumequeue", "batch_consumequeue", "BatchConsumeQueueUnit", None,
          "batchconsumequeue/<topic>/<queueId>/<20-digit>: 46-byte units (5.x BatchCQ topics)"),
-    Kind("index", "index", "IndexHeader", None,
+    Kind("index", "index", "IndexHeader,IndexSlot,IndexItem", None,
          "index/<yyyyMMddHHmmssSSS>: 40-byte header, hash slots, 20-byte items"),
     Kind("checkpoint", "checkpoint", "Checkpoint", 4096,
          "checkpoint: physic/logics/index timestamps, master flushed and confirm offsets in 4096 bytes"),
     Kind("abort", "abort_lock", "Abort", None, "abort: present while a broker runs (empty or PID)"),
     Kind("lock", "abort_lock", "Lock", None, "lock: the broker holds an fcntl lock on byte 0"),
-    Kind("timerlog", "timer", "TimerLogUnit", None, "timerlog/<20-digit>: 52-byte timer units (5.x)"),
+    Kind("timerlog", "timer", "TimerLogUnit,TimerLogBlank", None, "timerlog/<20-digit>: 52-byte timer units (5.x)"),
     Kind("timerwheel", "timer", "TimerWheelSlot", None, "timerwheel: 32-byte slots, 2*7*86400 of them (5.x)"),
     Kind("timercheck", "timer", "TimerCheckpoint", 4096, "config/timercheck: timer checkpoint (5.x)"),
-    Kind("compaction_log", "commitlog", "MessageRecord", None,
+    Kind("compaction_log", "commitlog", "MessageRecord,BlankRecord", None,
          "compaction/compactionLog/<topic>/<queueId>/<20-digit>: commitlog-format records (5.1+)"),
     Kind("compaction_cq", "batch_consumequeue", "BatchConsumeQueueUnit", None,
          "compaction/compactionCq/<topic>/<queueId>/<20-digit>: 46-byte sparse CQ units (5.1+)"),

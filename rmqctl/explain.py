@@ -18,7 +18,7 @@ def _rows(con, prefix=""):
         try:
             size = str(inner.sizeof())
         except Exception:  # noqa: BLE001 - variable size
-            size = "var"
+            size = "4|16+4" if name.endswith("_host") else "var"
         if isinstance(inner, c.Struct):
             yield (f"{prefix}{name}", size, doc)
             yield from _rows(inner, f"{prefix}{name}.")
@@ -32,8 +32,9 @@ def explain_kind(kind: str) -> str:
     if not k.module:
         return "\n".join(lines + ["  (JSON in the broker's fastjson dialect; see rmqctl-config(1))"])
     mod = importlib.import_module(f"rmqctl.formats.{k.module}")
-    con = getattr(mod, k.declaration)
-    lines.append(f"  {k.declaration} (big-endian, signed):")
-    for name, size, doc in _rows(con):
-        lines.append(f"    {name:<32} {size:>4}  {doc}")
+    for decl in k.declaration.split(","):
+        con = getattr(mod, decl)
+        lines.append(f"  {decl} (big-endian, signed):")
+        for name, size, doc in _rows(con):
+            lines.append(f"    {name:<32} {size:>4}  {doc}")
     return "\n".join(lines)

@@ -8,13 +8,13 @@ import click
 
 from rmqctl import dumping
 from rmqctl.cli.options import body_option, build_store_config, json_option, store_config_options
-from rmqctl.errors import FormatError
+from rmqctl.errors import FormatError, UsageError
 from rmqctl.render import jsonl, message_dict, message_text
 from rmqctl.status import Exit
 
 
 @click.command("dump")
-@click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True))
+@click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True), required=False)
 @click.option("--kind", type=click.Choice(dumping.KIND_NAMES), help="File kind, when the path does not tell.")
 @json_option
 @body_option
@@ -46,12 +46,16 @@ def dump(path, kind, as_json, body, skip, count, offset, topic, queue, slots, no
       rmqctl dump store            # summary of a whole store
       rmqctl dump --explain --kind commitlog
     """
-    path = Path(path)
     if explain:
         from rmqctl.explain import explain_kind
 
-        sys.stdout.write(explain_kind(kind or dumping.detect_kind(path)) + "\n")
+        if not kind and not path:
+            raise UsageError("--explain needs --kind or a PATH")
+        sys.stdout.write(explain_kind(kind or dumping.detect_kind(Path(path))) + "\n")
         return Exit.OK
+    if path is None:
+        raise UsageError("missing PATH (a store file, a directory of them, or a store root)")
+    path = Path(path)
     cfg = build_store_config(broker_config, index_slots, index_items)
     body = body or ("base64" if as_json else "text")
     emit = _Emitter(as_json, body)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import difflib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,17 @@ from rmqctl.config.files import Loaded, file_mode_or_default
 from rmqctl.errors import FormatError, RmqError
 from rmqctl.repair.journal import Journal, write_file_durably
 from rmqctl.store.lock import store_write_lock
+
+
+@contextmanager
+def store_lock(store: Path, force: bool):
+    """The broker's lock when ``store`` is a store (has ``lock`` or ``commitlog/``); a bare config
+    folder outside any store has no broker to exclude, and we do not create a lock file there."""
+    if (Path(store) / "lock").exists() or (Path(store) / "commitlog").is_dir():
+        with store_write_lock(store, force=force):
+            yield
+    else:
+        yield
 
 
 @dataclass
@@ -74,7 +86,7 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
     if dry_run or not changed:
         return PersistResult(path, diff, changed, False)
     bak = path.with_name(path.name + ".bak")
-    with store_write_lock(target.store, force=force):
+    with store_lock(target.store, force):
         # re-read under the lock: refuse if the file changed since we decided what to write
         try:
             now = path.read_bytes()
@@ -113,7 +125,7 @@ def restore_from_bak(loaded: Loaded, *, force: bool = False, dry_run: bool = Fal
     diff = unified_diff(old, data, path, new_label=f"{bak.path}")
     if dry_run or old == data:
         return PersistResult(path, diff, old != data, False)
-    with store_write_lock(target.store, force=force):
+    with store_lock(target.store, force):
         mode = file_mode_or_default(bak.path)
         with Journal.begin(target.store, op) as j:
             j.before_write(path, data)
