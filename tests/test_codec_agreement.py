@@ -98,8 +98,10 @@ def index_geometry(path: Path):
     for parent in path.parents:
         m = parent / "manifest.json"
         if m.is_file():
-            sc = json.loads(m.read_text())["store_config"]
-            return sc["maxHashSlotNum"], sc["maxIndexNum"]
+            doc = json.loads(m.read_text())
+            if isinstance(doc, dict) and "store_config" in doc:
+                sc = doc["store_config"]
+                return sc["maxHashSlotNum"], sc["maxIndexNum"]
     cfg = infer(StoreConfig(), path.parent.parent)
     return cfg.hash_slot_num, cfg.index_num
 
