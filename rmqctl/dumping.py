@@ -344,6 +344,15 @@ def config_file(path, **_):
     from rmqctl import fastjson
     from rmqctl.config import files as cfg
 
+    try:
+        cfg.kind_for(Path(path).name)
+    except UsageError:
+        # Not a file the broker's config managers own (another writer's, or test data): plain dialect dump.
+        raw = Path(path).read_bytes()
+        doc = fastjson.loads(raw, path) if raw.strip() else None
+        yield {"kind": "config", "file": str(path), "used": "main", "verdict": "not a broker config file",
+               "main": f"ok ({len(raw)} bytes)", "bak": "n/a", "notes": [], "content": fastjson.to_plain(doc)}
+        return
     loaded = cfg.load(path)
     d = {"kind": "config", "file": str(loaded.target.path), "used": loaded.used, "verdict": loaded.verdict,
          "main": loaded.main.describe(), "bak": loaded.bak.describe(), "notes": loaded.notes}

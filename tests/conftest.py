@@ -36,6 +36,8 @@ def cli():
         runner = CliRunner()
         with runner.isolation() as streams:
             code = run(list(map(str, args)))
+            sys.stdout.flush()
+            sys.stderr.flush()
             return int(code), streams[0].getvalue().decode(), streams[1].getvalue().decode()
 
     return invoke

@@ -19,7 +19,7 @@ COMMANDS = {
     "verify": ("rmqctl.cli.verify_cmd", "verify", "Check a store's integrity, read-only; cron friendly."),
     "recover": ("rmqctl.cli.recover_cmd", "recover", "Offline abnormal recovery after an unclean shutdown, with backup."),
     "rebuild": ("rmqctl.cli.recover_cmd", "rebuild", "Regenerate consume queues or index files from the commitlog."),
-    "undo": ("rmqctl.cli.recover_cmd", "undo", "Restore what a previous repair changed, bit-exact."),
+    "undo": ("rmqctl.cli.undo_cmd", "undo", "Restore what a previous repair changed, bit-exact."),
     "query": ("rmqctl.cli.query_cmd", "query", "Find messages by offset, message id, key, unique key or time."),
     "config": ("rmqctl.cli.config_cmd", "config", "Read and edit store/config/*.json the way the broker does."),
     "stats": ("rmqctl.cli.spark_cmd", "stats", "Per topic/queue statistics over one or more stores (Spark)."),
@@ -85,6 +85,10 @@ def _stdout_gone():
 def main(argv=None) -> None:
     """Console entry point: maps every outcome to the documented exit codes."""
     code = run(argv)
+    try:
+        sys.stdout.flush()  # flush here, not at interpreter exit, so a closed pipe maps to exit 0
+    except (BrokenPipeError, OSError):
+        _stdout_gone()
     sys.exit(int(code))
 
 

@@ -74,6 +74,8 @@ def dump(path, kind, as_json, body, skip, count, offset, topic, queue, slots, no
         for item in _records(f, k, cfg, skip=skip, count=count, offset=offset, topic=topic, queue=queue,
                              slots=slots, check_crc=not no_crc):
             emit.item(item)
+            if isinstance(item, tuple):
+                item = item[1]
             if isinstance(item, dict) and item.get("problem"):
                 problems.append((item["file"], item["problem"]))
     if problems:
