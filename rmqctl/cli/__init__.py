@@ -100,6 +100,12 @@ def run(argv=None) -> int:
         return Exit.OK
     except click.exceptions.Exit as e:
         return e.exit_code
+    except SystemExit as e:
+        # click turns EPIPE into sys.exit(1) after wrapping stdout; a closed pipe is not an error here
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            _stdout_gone()
+            return Exit.OK
+        return e.code if isinstance(e.code, int) else Exit.FAILED
     except click.ClickException as e:
         e.show()
         return Exit.USAGE
