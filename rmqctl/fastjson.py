@@ -337,12 +337,14 @@ def loads(data, path=None):
     if p.i >= p.n:
         p.fail("empty file" if not text else "no JSON value (only whitespace/comments)", 0 if not text else p.i)
     v = p.value()
+    vend = p.i
     p.skip_ws()
     if p.i < p.n:
-        end = p.byte_offset(p.i)
+        at = p.byte_offset(p.i)
+        end = p.byte_offset(vend)
         total = p.bom + len(text.encode("utf-8", "surrogateescape"))
-        raise TrailingData(f"{total - end} stale byte(s) after the end of the JSON value, starting {p.what()} "
-                           "(a torn or non-truncating write?)", path=path, offset=end, value=v,
+        raise TrailingData(f"{total - at} stale byte(s) after the end of the JSON value, starting {p.what()} "
+                           "(a torn or non-truncating write?)", path=path, offset=at, value=v,
                            value_end=end, trailing=total - end)
     return v
 
