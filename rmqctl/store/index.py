@@ -76,16 +76,54 @@ class IndexFile:
                 yield (n + i, *it)
             n += k
 
-    def select_phy_offsets(self, key_hash: int, max_num: int, begin: int, end: int, out: list) -> None:
+    def loaded_header(self) -> IndexHeader:
+        """IndexHeader.load as the broker keeps it in memory: read once, indexCount <= 0 becomes 1."""
+        h = getattr(self, "_hdr", None)
+        if h is None:
+            h = self.header()
+            if h.index_count <= 0:
+                h.index_count = 1
+            self._hdr = h
+        return h
+
+    def problems(self) -> list[str]:
+        """Header values that make the file unusable (not the broker's checks: it has none)."""
+        h, out = self.loaded_header(), []
+        if self.size < ixf.HEADER_SIZE:
+            out.append(f"file is {self.size} bytes, shorter than the header")
+        if h.index_count > self.index_num:
+            out.append(f"indexCount {h.index_count} > maxIndexNum {self.index_num}")
+        if h.hash_slot_count < 0 or h.hash_slot_count > self.hash_slot_num:
+            out.append(f"hashSlotCount {h.hash_slot_count} outside [0, {self.hash_slot_num}]")
+        if h.index_count > 1 and h.begin_timestamp > h.end_timestamp:
+            out.append(f"beginTimestamp {h.begin_timestamp} > endTimestamp {h.end_timestamp}")
+        return out
+
+    def select_phy_offsets(self, key_hash: int, max_num: int, begin: int, end: int, out: list,
+                           problems: list | None = None) -> int:
         """IndexFile.selectPhyOffset: follow the chain of the key's slot, collecting offsets whose item
-        hash matches and whose time is within [begin, end]; bounded by index_count steps."""
-        h = self.header()
-        slot_value = self.slot(key_hash % self.hash_slot_num)
+        hash matches and whose time (file begin + timeDiff seconds) is within [begin, end]. Returns the
+        number of items read. A chain that loops makes the broker spin until max_num is reached (or
+        forever): here it is cut at the first repeated item and reported in `problems`."""
+        h = self.loaded_header()
+        slot = key_hash % self.hash_slot_num
+        slot_value = self.slot(slot)
         if slot_value <= ixf.INVALID_INDEX or slot_value > h.index_count or h.index_count <= 1:
-            return
-        nxt, steps = slot_value, 0
-        while len(out) < max_num and steps <= h.index_count:
-            steps += 1
+            return 0
+        limit = self.expected_size   # the broker maps exactly this many bytes (short files zero-extended)
+        nxt, seen, reads = slot_value, set(), 0
+        while len(out) < max_num:
+            if self.item_pos(nxt) + ixf.ITEM_SIZE > limit:   # the broker's buffer read throws: logged, partial
+                if problems is not None:
+                    problems.append(f"{self.path.name}: item {nxt} lies outside the file")
+                break
+            if nxt in seen:
+                if problems is not None:
+                    problems.append(f"{self.path.name}: slot {slot} chain loops at item {nxt} "
+                                    f"(the broker's query would not return)")
+                break
+            seen.add(nxt)
+            reads += 1
             item_hash, phy, time_diff, pre = self.item(nxt)
             if time_diff < 0:
                 break
@@ -95,9 +133,38 @@ class IndexFile:
             if pre <= ixf.INVALID_INDEX or pre > h.index_count or pre == nxt or time_read < begin:
                 break
             nxt = pre
+        return reads
 
     def is_time_matched(self, begin: int, end: int) -> bool:
-        h = self.header()
+        h = self.loaded_header()
         return ((begin < h.begin_timestamp and end > h.end_timestamp)
                 or h.begin_timestamp <= begin <= h.end_timestamp
                 or h.begin_timestamp <= end <= h.end_timestamp)
+
+
+@dataclass
+class OffsetQuery:
+    """IndexService.queryOffset's answer plus what rmqctl saw on the way."""
+
+    phys_offsets: list
+    files_searched: list
+    item_reads: int
+    problems: list
+
+
+def query_offset(files: list, topic: str, key: str, max_num: int, begin: int, end: int) -> OffsetQuery:
+    """IndexService.queryOffset over open IndexFiles in name order: maxNum = min(max_num, 64); files
+    newest -> oldest; a file is searched when isTimeMatched; stop after a file whose beginTimestamp <
+    begin, or once maxNum offsets are collected. Hash collisions are NOT removed (the broker does not)."""
+    max_num = min(max_num, ixf.MAX_MSGS_NUM_BATCH)
+    kh = ixf.key_hash(topic, key)
+    out, searched, reads, problems = [], [], 0, []
+    for f in reversed(files):
+        if f.is_time_matched(begin, end):
+            searched.append(f.path.name)
+            reads += f.select_phy_offsets(kh, max_num, begin, end, out, problems)
+        if f.loaded_header().begin_timestamp < begin:
+            break
+        if len(out) >= max_num:
+            break
+    return OffsetQuery(out, searched, reads, problems)
