@@ -178,3 +178,35 @@ def test_real_exit_code_via_subprocess(tmp_path):
     _patch(p, 172 + 90, b"\xff")
     r = run_cli("dump", p)
     assert r.returncode == 4 and r.stderr.decode().startswith("rmqctl: ")
+
+
+@pytest.mark.parametrize("layout,expect", [
+    ("dledger-n0/data", "DLedger"),
+    ("consumequeue/rocksdb", "RocksDB consume queues"),
+    ("config/consumerOffsets/CURRENT", "RocksDB metadata"),
+])
+def test_unsupported_layouts_are_flagged(cli, tmp_path, layout, expect):
+    root = tmp_path / "store"
+    (root / "commitlog").mkdir(parents=True)
+    target = root / layout
+    if "." in target.name or target.name.isupper():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("x")
+    else:
+        target.mkdir(parents=True)
+    code, out, err = cli("dump", root, "--json")
+    assert code == 0 and expect in json.loads(out)["unsupported"][0]
+    from rmqctl.errors import UnsupportedStoreError
+    from rmqctl.store.layout import Store
+
+    with pytest.raises(UnsupportedStoreError, match=expect):
+        Store.open(root)
+
+
+def test_multi_path_commitlog_is_flagged(cli, tmp_path):
+    root = tmp_path / "store"
+    (root / "commitlog").mkdir(parents=True)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("storePathCommitLog=/a/commitlog,/b/commitlog\n")
+    code, out, err = cli("dump", root, "--json", "--broker-config", conf)
+    assert "multi-path" in json.loads(out)["unsupported"][0]

@@ -39,6 +39,7 @@ class StoreConfig:
     message_index_enable: bool = True
     enable_lmq: bool = False
     enable_multi_dispatch: bool = False
+    multi_path_commitlog: bool = False   # storePathCommitLog with ',' (MultiPathMappedFileQueue): unsupported
     explicit: frozenset = frozenset()   # which fields came from the operator or a config file
 
     KEYS = {
@@ -50,6 +51,7 @@ class StoreConfig:
         "messageIndexEnable": ("message_index_enable", lambda v: str(v).lower() == "true"),
         "enableLmq": ("enable_lmq", lambda v: str(v).lower() == "true"),
         "enableMultiDispatch": ("enable_multi_dispatch", lambda v: str(v).lower() == "true"),
+        "storePathCommitLog": ("multi_path_commitlog", lambda v: "," in str(v)),
     }
 
     @property

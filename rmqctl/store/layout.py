@@ -94,6 +94,8 @@ class Store:
     def unsupported(self) -> list[str]:
         """Layouts rmqctl detects and refuses instead of misreading."""
         out = []
+        if self.config.multi_path_commitlog:
+            out.append("multi-path commitlog (storePathCommitLog lists several directories) is not supported")
         for p in self.root.iterdir() if self.root.is_dir() else []:
             if p.name.startswith("dledger"):
                 out.append(f"DLedger commitlog ({p.name}/) is not supported")
