@@ -97,8 +97,8 @@ def config_dir_of(where) -> tuple[Path, Path]:
         raise UsageError("no such file or directory", path=where)
     if not where.is_dir():
         raise UsageError("expected a store or config directory", path=where)
-    if (where / "config").is_dir():
-        return where, where / "config"
+    if (where / "config").is_dir() or any((where / n).exists() for n in ("commitlog", "consumequeue", "checkpoint")):
+        return where, where / "config"  # a store root (its config/ may not exist yet)
     return where.parent, where
 
 

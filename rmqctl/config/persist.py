@@ -96,6 +96,7 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
             raise RmqError("the file changed while rmqctl was preparing the edit; nothing written, try again",
                            path=path)
         mode = file_mode_or_default(path)
+        path.parent.mkdir(exist_ok=True)
         with Journal.begin(target.store, op) as j:
             bak_updated = False
             if loaded.main.usable and old is not None:
