@@ -1,0 +1,407 @@
+"""The commitlog as a Spark dataset: a DataFrame of messages, and the dispatch rows consume queues
+and index files are built from. Executors decode with the record kernel (rmqctl.scan.FileWalk) and
+the broker's dispatch rules (rmqctl.dispatch) -- the same code the local engine runs.
+
+Messages schema (one row per message record, in commitlog order within a store):
+
+    store                        string   the store's name (NAME=PATH, or the directory name)
+    topic                        string
+    queue_id                     int
+    queue_offset                 bigint   QUEUEOFFSET (0 for PREPARED/ROLLBACK)
+    physical_offset              bigint   the record's commitlog offset
+    size                         int      TOTALSIZE
+    magic                        string   V1 | V2
+    sys_flag                     int
+    transaction_type             string   NOT | PREPARED | COMMIT | ROLLBACK
+    flag                         int
+    body_crc                     int
+    body_crc_ok                  boolean  null when CRC checking was off
+    tags                         string   TAGS property
+    tags_code                    bigint   the consume-queue tagsCode (delay deadline on SCHEDULE_TOPIC_XXXX)
+    keys                         array<string>  KEYS split on single spaces
+    uniq_key                     string   UNIQ_KEY (the client message id)
+    msg_id                       string   offset message id (store host + offset)
+    born_timestamp               bigint   ms since the epoch (producer clock)
+    born_host                    string
+    store_timestamp              bigint   ms since the epoch (broker clock)
+    store_host                   string
+    reconsume_times              int
+    prepared_transaction_offset  bigint
+    body_length                  int
+    properties                   map<string,string>
+    body                         binary   only with body=True
+
+Dispatch rows (kind 'cq': one per consume-queue unit, incl. LMQ targets; kind 'index': one per
+index key): store, kind, topic, queue_id, queue_offset, physical_offset, size, tags_code,
+store_timestamp, key.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from rmqctl import dispatch
+from rmqctl.formats.commitlog import TRANSACTION_TYPE_NAMES
+from rmqctl.formats.properties import INNER_NUM, KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY
+from rmqctl.render import offset_msg_id
+from rmqctl.spark.plan import Plan, Split, SplitStatus, StoreRef, plan_local, resolve, walk_split
+
+MESSAGE_COLUMNS = [
+    ("store", "string"), ("topic", "string"), ("queue_id", "int"), ("queue_offset", "bigint"),
+    ("physical_offset", "bigint"), ("size", "int"), ("magic", "string"), ("sys_flag", "int"),
+    ("transaction_type", "string"), ("flag", "int"), ("body_crc", "int"), ("body_crc_ok", "boolean"),
+    ("tags", "string"), ("tags_code", "bigint"), ("keys", "array<string>"), ("uniq_key", "string"),
+    ("msg_id", "string"), ("born_timestamp", "bigint"), ("born_host", "string"),
+    ("store_timestamp", "bigint"), ("store_host", "string"), ("reconsume_times", "int"),
+    ("prepared_transaction_offset", "bigint"), ("body_length", "int"),
+    ("properties", "map<string,string>"),
+]
+BODY_COLUMN = ("body", "binary")
+DISPATCH_COLUMNS = [
+    ("store", "string"), ("kind", "string"), ("topic", "string"), ("queue_id", "int"),
+    ("queue_offset", "bigint"), ("physical_offset", "bigint"), ("size", "int"), ("tags_code", "bigint"),
+    ("store_timestamp", "bigint"), ("key", "string"),
+]
+
+
+def ddl(columns) -> str:
+    return ", ".join(f"{n} {t}" for n, t in columns)
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Predicates evaluated on the executors before a row is built (cheap rejection)."""
+
+    topics: frozenset = frozenset()
+    queues: frozenset = frozenset()
+    keys: frozenset = frozenset()
+    begin: int | None = None       # store_timestamp >= begin (ms)
+    end: int | None = None         # store_timestamp < end (ms)
+    transaction_types: frozenset = frozenset()
+
+    def __bool__(self):
+        return bool(self.topics or self.queues or self.keys or self.begin is not None or self.end is not None
+                    or self.transaction_types)
+
+    def accepts(self, r) -> bool:
+        if self.topics and r.topic not in self.topics:
+            return False
+        if self.queues and r.queue_id not in self.queues:
+            return False
+        if self.begin is not None and r.store_timestamp < self.begin:
+            return False
+        if self.end is not None and r.store_timestamp >= self.end:
+            return False
+        if self.transaction_types and TRANSACTION_TYPE_NAMES[r.sys_flag & 0xC] not in self.transaction_types:
+            return False
+        if self.keys:
+            p = r.properties
+            ks = set(k for k in (p.get(KEYS) or "").split(KEY_SEPARATOR) if k)
+            if p.get(UNIQ_KEY):
+                ks.add(p[UNIQ_KEY])
+            if not (ks & self.keys):
+                return False
+        return True
+
+
+def message_row(r, store: str, delay_levels, body: bool) -> tuple:
+    p = r.properties
+    keys = p.get(KEYS)
+    row = (store, r.topic, r.queue_id, r.queue_offset, r.offset, r.total_size, "V2" if r.version == 2 else "V1",
+           r.sys_flag, TRANSACTION_TYPE_NAMES[r.sys_flag & 0xC], r.flag, r.body_crc, r.crc_ok, p.get(TAGS),
+           dispatch.tags_code(r.topic, p, r.store_timestamp, delay_levels),
+           [k for k in keys.split(KEY_SEPARATOR) if k] if keys else [], p.get(UNIQ_KEY),
+           offset_msg_id(r.store_host_raw, r.store_port, r.physical_offset), r.born_timestamp, r.born_host,
+           r.store_timestamp, r.store_host, r.reconsume_times, r.prepared_transaction_offset, r.body_length, p)
+    return row + (r.body,) if body else row
+
+
+def dispatch_rows(r, store: str, delay_levels, enable_lmq: bool, enable_multi: bool, index_enable: bool):
+    """CommitLogDispatcherBuildConsumeQueue / BuildIndex for one record, as rows."""
+    p = r.properties
+    code = None
+    if dispatch.goes_to_consume_queue(r.sys_flag):
+        code = dispatch.tags_code(r.topic, p, r.store_timestamp, delay_levels)
+        yield (store, "cq", r.topic, r.queue_id, r.queue_offset, r.offset, r.total_size, code, r.store_timestamp, None)
+        if enable_multi:
+            for name, qid, qoff in dispatch.lmq_targets(r.topic, r.queue_id, p, enable_lmq):
+                yield (store, "cq", name, qid, qoff, r.offset, r.total_size, code, r.store_timestamp, None)
+    if index_enable and dispatch.goes_to_index(r.sys_flag):
+        for k in dispatch.index_keys(p):
+            yield (store, "index", r.topic, r.queue_id, r.queue_offset, r.offset, r.total_size, code,
+                   r.store_timestamp, k)
+
+
+def _status_param():
+    from pyspark.accumulators import AccumulatorParam
+
+    class DictParam(AccumulatorParam):
+        def zero(self, v):
+            return {}
+
+        def addInPlace(self, a, b):
+            a.update(b)
+            return a
+
+    return DictParam()
+
+
+def _task(splits, acc, opts, kind, stores_cfg, flt):
+    """Executor body: walk each split with the kernel, yield row tuples, report the SplitStatus."""
+    for item in splits:
+        if isinstance(item, tuple):          # binaryfiles: (uri, bytes) -> its split
+            split = opts["by_uri"].get(_norm(item[0]))
+            if split is None:
+                continue
+            data = item[1]
+        else:
+            split, data = item, None
+        cfg = stores_cfg[split.store]
+        gen = walk_split(split, opts, data)
+        status = None
+        try:
+            if kind == "messages":
+                delay, body = cfg["delay_levels"], opts.get("body", False)
+                while True:
+                    r = next(gen)
+                    if flt is None or flt.accepts(r):
+                        yield message_row(r, split.store, delay, body)
+            elif kind == "dispatch":
+                args = (cfg["delay_levels"], cfg["enable_lmq"], cfg["enable_multi_dispatch"], cfg["index_enable"])
+                while True:
+                    r = next(gen)
+                    yield from dispatch_rows(r, split.store, *args)
+            else:                                # "records": raw Records for engines (RDD only)
+                while True:
+                    yield next(gen)
+        except StopIteration as e:
+            status = e.value
+        acc.add({split.id: status})
+
+
+def _norm(uri: str) -> str:
+    """Hadoop prints file:/x and file:///x for the same file; compare on scheme+authority+path."""
+    from urllib.parse import urlparse
+
+    u = urlparse(uri)
+    return f"{u.scheme or 'file'}://{u.netloc}{os.path.normpath(u.path)}"
+
+
+@dataclass
+class StoreInfo:
+    ref: StoreRef
+    files: list          # [(path_or_uri, file_start, size)]
+    config: dict         # delay_levels, enable_lmq, enable_multi_dispatch, index_enable, commitlog_file_size
+    consumer_offsets: bytes | None = None
+
+
+def open_stores(spark, refs: list[StoreRef], config_values: dict | None = None, io: str = "auto") -> list[StoreInfo]:
+    """Driver side: list each store's commitlog files and read the small config files."""
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    out = []
+    for ref in refs:
+        mode = "pread" if (ref.local and io in ("auto", "pread")) else "binaryfiles"
+        base = StoreConfig().with_values(config_values) if config_values else StoreConfig()
+        if ref.local:
+            store = Store.open(ref.local, base)
+            cfg = store.config
+            if mode == "pread":
+                files = [(str(f.path), f.start, f.size) for f in store.commitlog.files]
+            else:
+                files = [("file://" + str(f.path), f.start, f.size) for f in store.commitlog.files]
+            co = store.config_dir / "consumerOffset.json"
+            offsets = co.read_bytes() if co.exists() else None
+        else:
+            cfg = base
+            files = _hadoop_list(spark, ref.uri + "/commitlog")
+            offsets = _hadoop_read(spark, ref.uri + "/config/consumerOffset.json")
+            if files and "commitlog_file_size" not in cfg.explicit:
+                from dataclasses import replace
+
+                cfg = replace(cfg, commitlog_file_size=max(f[2] for f in files))
+        out.append(StoreInfo(ref, files, {
+            "delay_levels": tuple(cfg.delay_levels), "enable_lmq": cfg.enable_lmq,
+            "enable_multi_dispatch": cfg.enable_multi_dispatch, "index_enable": cfg.message_index_enable,
+            "commitlog_file_size": cfg.commitlog_file_size, "mode": mode}, offsets))
+    return out
+
+
+def _hadoop_fs(spark, uri):
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
+def _hadoop_list(spark, uri) -> list:
+    from rmqctl.formats import OFFSET_NAME
+
+    fs, path = _hadoop_fs(spark, uri)
+    if not fs.exists(path):
+        return []
+    files = []
+    for st in fs.listStatus(path):
+        name = st.getPath().getName()
+        if st.isFile() and OFFSET_NAME.match(name):
+            files.append((st.getPath().toString(), int(name), int(st.getLen())))
+    files.sort(key=lambda f: f[1])
+    return files
+
+
+def _hadoop_read(spark, uri) -> bytes | None:
+    fs, path = _hadoop_fs(spark, uri)
+    if not fs.exists(path):
+        return None
+    rows = spark.sparkContext.binaryFiles(uri).collect()
+    return bytes(rows[0][1]) if rows else None
+
+
+@dataclass
+class Dataset:
+    """A planned scan over one or more stores. Build DataFrames with messages()/dispatch(), then run
+    the action through run() so the split statuses are checked (and the job rerun when needed)."""
+
+    spark: object
+    stores: list[StoreInfo]
+    plan: Plan
+    opts: dict = field(default_factory=dict)
+    last_summary: dict = field(default_factory=dict)
+    runs: int = 0
+
+    @classmethod
+    def open(cls, spark, refs, *, config_values=None, io="auto", split_size=None, check_crc=True, body=False):
+        infos = open_stores(spark, refs, config_values, io)
+        par = spark.sparkContext.defaultParallelism
+        plans = []
+        for mode in ("pread", "binaryfiles"):
+            group = [i for i in infos if i.config["mode"] == mode]
+            if group:
+                plans.append(plan_local([i.ref for i in group], {i.ref.name: i.files for i in group},
+                                        split_size=split_size, parallelism=par, mode=mode))
+        splits = []
+        for p in plans:
+            splits.extend(p.splits)
+        from dataclasses import replace
+
+        splits = [replace(s, id=i) for i, s in enumerate(splits)]
+        plan = Plan(splits, [i.ref for i in infos])
+        opts = {"check_crc": check_crc, "check_phys": True, "check_prop_crc": True, "body": body}
+        return cls(spark, infos, plan, opts)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.plan.total_bytes
+
+    def _rdd(self, kind: str, flt: Filter | None, acc):
+        sc = self.spark.sparkContext
+        cfg = {i.ref.name: i.config for i in self.stores}
+        opts = dict(self.opts)
+        pread = [s for s in self.plan.splits if s.mode == "pread"]
+        binary = [s for s in self.plan.splits if s.mode == "binaryfiles"]
+        parts = []
+        if pread:
+            parts.append(sc.parallelize(pread, len(pread)))
+        if binary:
+            opts["by_uri"] = {_norm(s.path): s for s in binary}
+            dirs = sorted({s.path.rsplit("/", 1)[0] for s in binary})
+            rdd = sc.binaryFiles(",".join(dirs), minPartitions=len(binary))
+            parts.append(rdd)
+        rdd = parts[0] if len(parts) == 1 else sc.union(parts)
+        flt = flt if flt else None
+        return rdd.mapPartitions(lambda it: _task(it, acc, opts, kind, cfg, flt))
+
+    def messages(self, flt: Filter | None = None, *, _acc=None):
+        """The messages DataFrame (see the module docstring). Use inside run()."""
+        cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if self.opts.get("body") else [])
+        acc = _acc if _acc is not None else self._acc
+        return self.spark.createDataFrame(self._rdd("messages", flt, acc), ddl(cols), verifySchema=False)
+
+    def dispatch(self):
+        return self.spark.createDataFrame(self._rdd("dispatch", None, self._acc), ddl(DISPATCH_COLUMNS),
+                                          verifySchema=False)
+
+    def records_rdd(self):
+        """RDD of kernel Records (for engines that reuse per-record functions on the executors)."""
+        return self._rdd("records", None, self._acc)
+
+    def run(self, action, *, progress: bool = True, max_runs: int = 4):
+        """action(dataset) builds DataFrames with self.messages()/dispatch() and runs its Spark jobs;
+        returns its result once the statuses prove the scan equals a sequential walk."""
+        while True:
+            self._acc = self.spark.sparkContext.accumulator({}, _status_param())
+            self.runs += 1
+            with _Progress(self.spark, self.total_bytes, enabled=progress):
+                result = action(self)
+            statuses: dict[int, SplitStatus] = self._acc.value
+            exact, fixed, summary = resolve(self.plan, statuses)
+            self.last_summary = summary
+            if exact:
+                return result
+            if self.runs >= max_runs:
+                raise RuntimeError("the commitlog scan did not converge (corrupt store?)")
+            self.plan = fixed
+
+
+class _Progress:
+    """A progress bar on a TTY from Spark's status tracker (completed tasks of active stages)."""
+
+    def __init__(self, spark, total_bytes: int, enabled: bool = True):
+        from rmqctl.terminal import stderr_is_tty
+
+        self.spark, self.total = spark, max(1, total_bytes)
+        self.enabled = enabled and stderr_is_tty()
+        self._stop = threading.Event()
+
+    def __enter__(self):
+        if self.enabled:
+            from rmqctl.terminal import progress
+
+            self._bar = progress(self.total, "scanning").__enter__()
+            self._t = threading.Thread(target=self._poll, daemon=True)
+            self._t.start()
+        return self
+
+    def _poll(self):
+        tracker = self.spark.sparkContext.statusTracker()
+        done_bytes = 0
+        while not self._stop.wait(0.5):
+            try:
+                tasks = completed = 0
+                for sid in tracker.getActiveStageIds():
+                    info = tracker.getStageInfo(sid)
+                    if info:
+                        tasks += info.numTasks
+                        completed += info.numCompletedTasks
+                if tasks:
+                    want = int(self.total * completed / tasks)
+                    if want > done_bytes:
+                        self._bar.advance(want - done_bytes)
+                        done_bytes = want
+            except Exception:  # noqa: BLE001 - a progress bar must never fail the job
+                return
+
+    def __exit__(self, *a):
+        if self.enabled:
+            self._stop.set()
+            self._t.join(timeout=2)
+            self._bar.__exit__(*a)
+        return False
+
+
+def local_messages(store_path, *, name="store", config=None, flt: Filter | None = None, body=False):
+    """The default (non-Spark) engine's view of the same rows: one sequential CommitLog.records walk.
+    Used by tests and the benchmark as the reference."""
+    from rmqctl.store.commitlog import CommitLog
+    from rmqctl.store.layout import Store
+
+    store = Store.open(store_path, config)
+    delay = tuple(store.config.delay_levels)
+    for r in CommitLog(store).records(stop_at_bad=True):
+        if flt is None or flt.accepts(r):
+            yield message_row(r, name, delay, body)
+
+
+_ = time  # (kept for callers timing runs)

@@ -1,0 +1,117 @@
+"""Starting Spark for rmqctl: embedded `local[*]` by default, a real cluster with --master URL or
+SPARK_MASTER, no web UI, and Spark's console noise hidden unless -v.
+
+Quiet mode: the JVM is launched by us (pyspark.java_gateway.launch_gateway with popen_kwargs) so its
+stderr -- log4j banners, JDK warnings, Python worker tracebacks in local mode -- goes to a log file
+instead of the operator's terminal; log4j itself is set to ERROR. With -v the JVM inherits stderr and
+logs at WARN. Nothing here is imported on the quick path (dump, query, config, --help).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import tempfile
+
+from rmqctl.errors import IOFailure, UsageError
+
+_LOG4J = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark: %p %c{{1}}: %m%n
+logger.jetty.name = org.sparkproject.jetty
+logger.jetty.level = error
+logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop.level = error
+"""
+
+_state: dict = {}
+
+
+def master_url(master: str | None = None) -> str:
+    """--master wins, then SPARK_MASTER, then embedded local[*]."""
+    m = master or os.environ.get("SPARK_MASTER") or "local[*]"
+    if not (m.startswith("local") or "://" in m or m in ("yarn",)):
+        raise UsageError(f"--master {m!r}: expected local[N], spark://host:port, yarn, k8s://...")
+    return m
+
+
+def _log4j_file(level: str) -> str:
+    d = _state.setdefault("dir", tempfile.mkdtemp(prefix="rmqctl-spark-"))
+    path = os.path.join(d, f"log4j2-{level}.properties")
+    with open(path, "w") as f:
+        f.write(_LOG4J.format(level=level))
+    return path
+
+
+def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = "rmqctl",
+                shuffle_partitions: int | None = None, conf: dict | None = None):
+    """A SparkSession (reused within the process). Returns the session; log_path() names the JVM log."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    url = master_url(master)
+    level = "warn" if verbose else "error"
+    log4j = _log4j_file(level)
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
+    c = SparkConf().setAppName(app_name).setMaster(url)
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",   # our own progress bar on a TTY instead
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": java_opts,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions or 4),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Executors run the same interpreter as the CLI (rmqctl must be importable there).
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
+    if url.startswith("local"):
+        settings["spark.driver.host"] = "127.0.0.1"
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
+    elif url.startswith("spark://127.0.0.1") or url.startswith("spark://localhost"):
+        settings["spark.driver.host"] = "127.0.0.1"
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
+    settings.update(conf or {})
+    for k, v in settings.items():
+        c.set(k, v)
+    popen_kwargs = {}
+    if not verbose:
+        log_path = os.path.join(_state["dir"], "spark.log")
+        _state["log"] = log_path
+        popen_kwargs = {"stderr": open(log_path, "ab"), "stdout": open(log_path, "ab")}
+    try:
+        from pyspark.java_gateway import launch_gateway
+
+        if SparkContext._gateway is None:
+            gateway = launch_gateway(c, popen_kwargs=popen_kwargs)
+            sc = SparkContext(conf=c, gateway=gateway)
+        else:
+            sc = SparkContext.getOrCreate(c)
+    except Exception as e:  # noqa: BLE001 - the JVM did not start: one line, see the log
+        raise IOFailure(f"could not start Spark ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+                        + (f"; JVM log: {_state['log']}" if _state.get("log") else "")) from e
+    sc.setLogLevel(level.upper())
+    spark = SparkSession(sc)
+    atexit.register(_stop_quietly, spark)
+    return spark
+
+
+def log_path() -> str | None:
+    return _state.get("log")
+
+
+def _stop_quietly(spark) -> None:
+    try:
+        spark.stop()
+    except Exception:  # noqa: BLE001 - at exit nothing useful can be done
+        pass
