@@ -63,6 +63,43 @@ def message_dict(r, body: str = "base64") -> dict:
     return d
 
 
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_B64 = {"base64", "hex", "none"}
+
+
+def message_json(r, body: str = "base64", _topic_cache={}) -> str:
+    """jsonl(message_dict(r, body)) built without the intermediate dict: the dump --json hot path.
+    tests/test_render.py proves both give identical lines."""
+    topic = _topic_cache.get(r.topic)
+    if topic is None:
+        if len(_topic_cache) > 10000:
+            _topic_cache.clear()
+        topic = _topic_cache[r.topic] = _dumps(r.topic)
+    tx = TRANSACTION_TYPE_NAMES[r.sys_flag & 0xC]
+    crc_ok = "null" if r.crc_ok is None else ("true" if r.crc_ok else "false")
+    parts = [
+        '{"kind":"message","physical_offset":', str(r.offset), ',"size":', str(r.total_size),
+        ',"magic":"', "V2" if r.version == 2 else "V1", '","topic":', topic, ',"queue_id":', str(r.queue_id),
+        ',"queue_offset":', str(r.queue_offset), ',"sys_flag":', str(r.sys_flag), ',"transaction_type":"', tx,
+        '","flag":', str(r.flag), ',"body_crc":', str(r.body_crc), ',"body_crc_ok":', crc_ok,
+        ',"born_timestamp":', str(r.born_timestamp), ',"born_host":"', r.born_host,
+        '","store_timestamp":', str(r.store_timestamp), ',"store_host":"', r.store_host,
+        '","reconsume_times":', str(r.reconsume_times), ',"prepared_transaction_offset":',
+        str(r.prepared_transaction_offset), ',"msg_id":"',
+        offset_msg_id(r.store_host_raw, r.store_port, r.physical_offset), '","body_length":', str(r.body_length),
+        ',"properties":', _dumps(r.properties),
+    ]
+    if r.physical_offset != r.offset:
+        parts += [',"physical_offset_field":', str(r.physical_offset)]
+    if r.prop_crc is not None:
+        parts += [',"property_crc_ok":', "true" if r.prop_crc else "false"]
+    if body != "none":
+        v = body_value(r.body, body)
+        parts += [',"body_encoding":"', body, '","body":', ('"' + v + '"') if body in _B64 else _dumps(v)]
+    parts.append("}")
+    return "".join(parts)
+
+
 def fmt_time(ms: int) -> str:
     if ms <= 0:
         return str(ms)

@@ -9,7 +9,7 @@ import click
 from rmqctl import dumping
 from rmqctl.cli.options import body_option, build_store_config, json_option, store_config_options
 from rmqctl.errors import FormatError, UsageError
-from rmqctl.render import jsonl, message_dict, message_text
+from rmqctl.render import jsonl, message_json, message_text
 from rmqctl.status import Exit
 
 
@@ -136,7 +136,7 @@ class _Emitter:
             tag, val = item
             if tag == "message":
                 if self.as_json:
-                    self.out.write(jsonl(message_dict(val, self.body)) + "\n")
+                    self.out.write(message_json(val, self.body) + "\n")
                 else:
                     if not self.first:
                         self.out.write("\n")
