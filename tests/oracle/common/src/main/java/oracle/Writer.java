@@ -122,6 +122,8 @@ final class Writer {
         long interval = ((Number) sc.getOrDefault("put_interval_ms", 2)).longValue();
         List<Map<String, Object>> msgs = expand((List<Object>) sc.get("messages"));
         int crashAfter = snapshot == null ? -1 : ((Number) sc.get("crash_after")).intValue();
+        // lets the flush service record the last flushed message's time in the checkpoint before the snapshot
+        long snapshotDelay = ((Number) sc.getOrDefault("snapshot_delay_ms", 0)).longValue();
 
         File root = new File(storeDir);
         if (root.exists() && root.list() != null && root.list().length > 0) {
@@ -149,6 +151,7 @@ final class Writer {
 
         for (int i = 0; i < msgs.size(); i++) {
             if (i == crashAfter) {
+                Thread.sleep(snapshotDelay);
                 crash = snapshot(store, storeDir, snapshot, i);
             }
             Map<String, Object> m = new LinkedHashMap<>(defaults);
@@ -193,6 +196,7 @@ final class Writer {
             }
         }
         if (crashAfter >= msgs.size()) {
+            Thread.sleep(snapshotDelay);
             crash = snapshot(store, storeDir, snapshot, msgs.size());
         }
         out.put("puts", puts);
