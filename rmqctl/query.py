@@ -186,23 +186,23 @@ class QueryEngine:
                     break
 
     def by_msg_id(self, msg_id: str):
-        """offsetMsgId -> store host + commitlog offset. A host other than this store's is a warning."""
+        """offsetMsgId -> store host + commitlog offset. An id whose host did not store the message found at
+        that offset (another broker's id) is a warning; the store's hosts are learned from its records."""
         addr, port, offset = parse_msg_id(msg_id)
         host = host_text(addr, port)
-        mine = self.store_hosts()
-        if mine and (addr, port) not in mine:
-            self.note(f"warning: message id {msg_id} was issued by {host}, but this store's messages are "
-                      f"stored by {', '.join(sorted(host_text(a, p) for a, p in mine))}: it may belong to "
-                      f"another broker")
         r, bad = self.read_at(offset)
         if r is None:
+            mine = self.store_hosts()
+            other = "" if not mine or (addr, port) in mine else (
+                f"; the id names host {host}, this store's messages are stored by "
+                f"{', '.join(sorted(host_text(a, p) for a, p in mine))}")
             hint = " (a client UNIQ_KEY is also 32 hex characters: try --uniq-key with --topic)" \
                 if len(msg_id.strip()) == 32 else ""
-            raise UsageError(f"message id {msg_id}: no message starts at commitlog offset {offset} "
-                             f"(host {host}): {bad}{hint}")
+            raise UsageError(f"message id {msg_id}: no message starts at commitlog offset {offset}: "
+                             f"{bad}{other}{hint}")
         if (r.store_host_raw, r.store_port) != (addr, port):
-            self.note(f"warning: the message at offset {offset} was stored by {r.store_host}, "
-                      f"the id names {host}")
+            self.note(f"warning: message id {msg_id} names host {host}, but the message at commitlog offset "
+                      f"{offset} was stored by {r.store_host}: the id probably belongs to another broker")
         yield self._checked(r, bad, offset)
 
     # consume queue

@@ -237,9 +237,13 @@ def file_by_time(v: QueueView, pickup, timestamp: int) -> QueueFile | None:
     return None
 
 
-def offset_in_queue_by_time(cq_or_view, timestamp: int, pickup=None, store=None) -> int:
+def offset_in_queue_by_time(cq_or_view, timestamp: int, pickup=None, store=None, version: int = 5,
+                            mtime=None) -> int:
     """ConsumeQueue.getOffsetInQueueByTime(timestamp, LOWER): normally the first logical offset whose
-    message was stored at or after `timestamp` (max offset if none), with the broker's corner cases."""
+    message was stored at or after `timestamp` (max offset if none), with the broker's corner cases.
+    version=4 gives 4.9.x's answer instead: the offset whose store time is NEAREST to `timestamp`, in the
+    first file whose modification time is >= timestamp (MappedFileQueue.getMappedFileByTime); `mtime`
+    (path -> ms) overrides the files' own modification times."""
     v = cq_or_view
     own = None
     if not isinstance(v, QueueView):
@@ -248,6 +252,8 @@ def offset_in_queue_by_time(cq_or_view, timestamp: int, pickup=None, store=None)
     if pickup is None:
         own = pickup = CommitLogTimes(store if store is not None else cq_or_view.store)
     try:
+        if version == 4:
+            return _search_v4(v, pickup, timestamp, mtime)
         f = file_by_time(v, pickup, timestamp)
         if f is None:
             return 0
@@ -316,3 +322,46 @@ def _jdiv(a: int, b: int) -> int:
     """Java long division (truncates toward zero; rightOffset may still be -1)."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
+
+
+def _file_mtime_ms(path) -> int:
+    return int(os.stat(path).st_mtime * 1000)
+
+
+def _search_v4(v: QueueView, pickup, timestamp: int, mtime=None) -> int:
+    """4.9.x ConsumeQueue.getOffsetInQueueByTime: file chosen by mtime (not by content), then a bisection
+    that answers an exact match, or the nearer of its two last neighbours (ties go to the earlier one)."""
+    if not v.files:
+        return 0
+    mtime = mtime or _file_mtime_ms
+    f = next((f for f in v.files if mtime(f.path) >= timestamp), v.files[-1])
+    low = v.min_logic_offset - f.start if v.min_logic_offset > f.start else 0
+    high = f.wrote - U
+    left = right = target = -1
+    left_v = right_v = -1
+    min_phys = pickup.min_offset
+    while high >= low:
+        mid = (low + high) // (2 * U) * U
+        phys, size, _ = v.unit(f, mid)
+        if phys < min_phys:
+            low, left = mid + U, mid
+            continue
+        t = pickup(phys, size)
+        if t < 0:
+            return 0
+        if t == timestamp:
+            target = mid
+            break
+        if t > timestamp:
+            high, right, right_v = mid - U, mid, t
+        else:
+            low, left, left_v = mid + U, mid, t
+    if target != -1:
+        offset = target
+    elif left_v == -1:
+        offset = right
+    elif right_v == -1:
+        offset = left
+    else:
+        offset = right if abs(timestamp - left_v) > abs(timestamp - right_v) else left
+    return _jdiv(f.start + offset, U)
