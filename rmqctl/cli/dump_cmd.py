@@ -67,7 +67,7 @@ def dump(path, kind, as_json, body, skip, count, offset, topic, queue, slots, no
         emit.summary(summarize(store))
         return Exit.OK
     files = _files_of(path) if path.is_dir() else [path]
-    k = kind or dumping.detect_kind(files[0] if files else path)
+    k = kind or dumping.detect_kind(files[0] if files else path / ("0" * 20))
     cfg = _with_store_inference(cfg, path)
     problems = []
     for f in files:

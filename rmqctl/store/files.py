@@ -51,7 +51,8 @@ class FileQueue:
 
     @property
     def min_offset(self) -> int:
-        return self.files[0].start if self.files else 0
+        """MappedFileQueue.getMinOffset: the first file's start, -1 when there is no file."""
+        return self.files[0].start if self.files else -1
 
     def file_for(self, offset: int, file_size: int) -> MappedFile | None:
         """The file holding an absolute offset (by name range [start, start+file_size))."""
