@@ -80,8 +80,9 @@ class Stats:
 class QueryEngine:
     """Open once per command; `with QueryEngine(store) as q: for r in q.by_key(...)`."""
 
-    def __init__(self, store, note=None):
+    def __init__(self, store, note=None, version: int = 5):
         self.store = store
+        self.version = version      # broker major version whose time search to reproduce (4 or 5)
         self.cl = CommitLog(store)
         self.problems: list[str] = []
         self.notes: list[str] = []
@@ -262,14 +263,15 @@ class QueryEngine:
                                       limit=count)
                 return
             try:
-                off = offset_in_queue_by_time(v, timestamp, pick)
+                off = offset_in_queue_by_time(v, timestamp, pick, version=self.version)
             except PickupError as e:
                 self.problem(f"consume queue {topic}/{queue_id}: {e} (the broker's search throws here)")
                 return
             for n in v.notes:
                 self.note(n)
             self.stats.queue_offset = off
-            self.note(f"{topic}/{queue_id}: first offset stored at or after {timestamp}: {off} "
+            what = "first offset stored at or after" if self.version == 5 else "offset stored nearest to"
+            self.note(f"{topic}/{queue_id}: {what} {timestamp}: {off} "
                       f"(queue holds [{v.min_offset}, {v.max_offset}))")
             for q in range(max(off, v.min_offset), min(v.max_offset, off + count)):
                 u = v.unit_at(q)

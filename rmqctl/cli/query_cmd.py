@@ -34,13 +34,15 @@ def _time(ctx, param, value):
               help="With --phys-offset/--offset/--time: this many consecutive messages.")
 @click.option("--max", "max_num", type=click.IntRange(min=1), default=None,
               help="At most N results [key queries: 64, the broker's maxMsgsNumBatch; time ranges: all].")
+@click.option("--broker-version", type=click.Choice(["4", "5"]), default="5", show_default=True,
+              help="--time: reproduce this broker's search (5.x: first offset at or after T; 4.9: nearest).")
 @click.option("--scan", is_flag=True, help="Key queries: scan the whole commitlog instead of the index.")
 @json_option
 @body_option
 @store_config_options
 @click.pass_context
 def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_key, time, begin, end, count,
-          max_num, scan, as_json, body, broker_config, index_slots, index_items):
+          max_num, broker_version, scan, as_json, body, broker_config, index_slots, index_items):
     """Find messages by commitlog offset, message id, queue offset, key, unique key or store time.
 
     Each kind of lookup goes through the file the broker itself would use and reads only what it points
@@ -102,7 +104,7 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
         sys.stderr.write(f"rmqctl: {msg}\n")
 
     found = 0
-    with QueryEngine(store, note=note) as q:
+    with QueryEngine(store, note=note, version=int(broker_version)) as q:
         if mode == "--phys-offset":
             it = q.by_phys_offset(phys_offset, count)
         elif mode == "--msg-id":
