@@ -102,7 +102,7 @@ def commitlog_records(root, *, file_size: int | None = None) -> list[RecordRef]:
             size = os.fstat(fd).st_size
             for r in FileWalk(fd, start, size, 0, min(size, _file_size(root, file_size)), check_phys=True):
                 born6, store6 = bool(r.sys_flag & 0x10), bool(r.sys_flag & 0x20)
-                body_pos = r.offset - start + 44 + (20 if born6 else 8) + 8 + (20 if store6 else 8) + 16
+                body_pos = r.offset - start + 48 + (20 if born6 else 8) + 8 + (20 if store6 else 8) + 16
                 plen = len(r.properties_raw)
                 out.append(RecordRef(p, start, r.offset - start, r.total_size, r.queue_id, r.queue_offset,
                                      r.topic, body_pos, r.body_length, r.offset - start + r.total_size - plen, plen))

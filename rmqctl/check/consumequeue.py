@@ -1,0 +1,214 @@
+"""Consume-queue checks, per queue, after the commitlog pass.
+
+The commitlog workers already compared every dispatchable record with the unit at its QUEUEOFFSET
+(rmqctl.check.commitlog); what is left here is the queue's own structure and the units no record
+claimed: file names and sizes, pre-blank units, holes, units before the first record (must be
+expired, i.e. below the commitlog's min offset) and after the last record (pointing past the
+commitlog's end: "CQ ahead", F09), and the per-queue summaries of missing/mismatching units
+("CQ behind", F10; "tag/size mismatch", F11). Each queue's files are read in bounded chunks.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
+from rmqctl.store.files import FileQueue
+
+UNIT = struct.Struct(">qiq")
+BCQ_UNIT = struct.Struct(">qiqqqhii")
+PRE_BLANK_SIZE = 0x7FFFFFFF
+CHUNK = 65536
+
+
+@dataclass
+class QueueResult:
+    max_phys_end: int = -1      # offset+size of the last valid unit (the broker's maxPhysicOffset)
+    valid_end: int = 0          # logical offset after the last valid unit
+    min_valid: int = 0
+
+
+def unit_location(directory: Path, cq_file_size: int, q: int) -> tuple[str, int]:
+    byte = q * 20
+    fstart = byte - byte % cq_file_size
+    return str(directory / f"{fstart:020d}"), byte - fstart
+
+
+def _iter_units(path: Path, n_units: int):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        i = 0
+        while i < n_units:
+            data = os.pread(fd, min(CHUNK, n_units - i) * 20, i * 20)
+            k = len(data) // 20
+            if k == 0:
+                return
+            yield from UNIT.iter_unpack(data[:k * 20])
+            i += k
+    finally:
+        os.close(fd)
+
+
+def check_queue_files(fq: FileQueue, file_size: int, findings: list, kind: str = "cq") -> None:
+    """Names are multiples of the file size, contiguous, every file exactly file_size bytes."""
+    for p, why in fq.strays:
+        findings.append(Finding(WARNING, f"{kind}.stray", str(p), None, None, None,
+                                f"{why}: the broker fails to start on a non-numeric name in a queue directory"))
+    prev = None
+    for i, f in enumerate(fq.files):
+        if f.start % file_size:
+            findings.append(Finding(ERROR, f"{kind}.file_name", str(f.path), 0, f"a multiple of {file_size}",
+                                    f.start, "file name is not a multiple of the file size"))
+        if prev is not None and f.start != prev.start + file_size:
+            gap = "gap" if f.start > prev.start + file_size else "overlap"
+            findings.append(Finding(ERROR, f"{kind}.file_{gap}", str(f.path), 0, prev.start + file_size, f.start,
+                                    f"files are not contiguous ({gap} after {prev.path.name})"))
+        if f.size != file_size:
+            last = i == len(fq.files) - 1
+            msg = ("zero-length last file (created, never sized; R6/R8)" if f.size == 0 and last
+                   else "file size differs from the configured size: the broker refuses to start")
+            findings.append(Finding(ERROR, f"{kind}.file_size", str(f.path), 0, file_size, f.size, msg))
+        prev = f
+
+
+def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_min: int, cl_end: int,
+                findings: list, commitlog_scanned: bool = True, cl_gaps=()) -> QueueResult:
+    """One consume queue. `track` is the merged QueueTrack of the commitlog pass (None if no record of
+    this queue was seen); cl_min/cl_end the commitlog's min offset and end of the last valid record;
+    cl_gaps the [start, end) ranges of missing commitlog files (F08)."""
+    d = root / "consumequeue" / topic / str(qid)
+    fq = FileQueue.scan(d)
+    check_queue_files(fq, cq_file_size, findings)
+    res = QueueResult()
+    first_rec_q = track.first_q if track else None
+    last_rec_q = track.last_q if track else None
+    ended_at = None         # logical offset of the first invalid unit
+    hole_reported = False
+    ahead_first, ahead_n = None, 0
+    orphan_first, orphan_n = None, 0
+    seen_real = False
+    gap_first = None
+    for fi, f in enumerate(fq.files):
+        base = f.start // 20
+        n_units = min(f.size, cq_file_size) // 20
+        for i, (phys, size, tags) in enumerate(_iter_units(f.path, n_units)):
+            q = base + i
+            valid = phys >= 0 and size > 0
+            if not valid:
+                if ended_at is None:
+                    ended_at = q
+                continue
+            if ended_at is not None:
+                if not hole_reported and (phys, size) != (0, 0):
+                    hole_reported = True
+                    findings.append(Finding(ERROR, "cq.hole", str(f.path), i * 20, f"no unit after offset {ended_at}",
+                                            f"unit (phys {phys}, size {size})",
+                                            f"valid-looking unit after an invalid one at queue offset {ended_at}: "
+                                            f"the broker's recovery ends the queue at the hole"))
+                continue
+            if size == PRE_BLANK_SIZE and phys == 0 and tags == 0:
+                if seen_real or fi != 0:
+                    findings.append(Finding(ERROR, "cq.pre_blank", str(f.path), i * 20, "a message unit",
+                                            "pre-blank unit (0, 2147483647, 0)",
+                                            "pre-blank units belong only before the first unit of the first file"))
+                res.min_valid = q + 1
+                continue
+            if not seen_real:
+                seen_real = True
+                res.min_valid = q
+            res.max_phys_end = phys + size
+            res.valid_end = q + 1
+            if not commitlog_scanned:
+                continue
+            if cl_gaps and gap_first is None:
+                for g0, g1 in cl_gaps:
+                    if g0 <= phys < g1:
+                        gap_first = (str(f.path), i * 20, q, phys, g0, g1)
+                        break
+            if first_rec_q is not None and first_rec_q <= q <= last_rec_q:
+                continue    # compared with its record by the commitlog pass
+            if phys + size <= cl_min:
+                continue    # message in a deleted (expired) commitlog file
+            if phys >= cl_end:
+                ahead_n += 1
+                if ahead_first is None:
+                    ahead_first = (str(f.path), i * 20, q, phys)
+            else:
+                orphan_n += 1
+                if orphan_first is None:
+                    orphan_first = (str(f.path), i * 20, q, phys)
+    if ahead_first:
+        p, pos, q, phys = ahead_first
+        findings.append(Finding(ERROR, "cq.ahead", p, pos, f"physical offset < {cl_end} (commitlog end)",
+                                phys, f"{ahead_n} unit(s) from queue offset {q} point past the end of the "
+                                f"commitlog (CQ ahead, F09): consumers would read messages that do not exist"))
+    if gap_first:
+        p, pos, q, phys, g0, g1 = gap_first
+        findings.append(Finding(ERROR, "cq.points_into_gap", p, pos, "a unit pointing at an existing commitlog file",
+                                f"physical offset {phys} in the missing range [{g0}, {g1})",
+                                f"queue offset {q} and following units reference a missing commitlog file (F08)"))
+    if orphan_first:
+        p, pos, q, phys = orphan_first
+        findings.append(Finding(ERROR, "cq.orphan_unit", p, pos, f"a record of {topic}:{qid} at queue offset {q}",
+                                f"physical offset {phys}",
+                                f"{orphan_n} unit(s) point into the commitlog where no record of this queue "
+                                f"has this queue offset"))
+    if track is not None and commitlog_scanned:
+        if track.first_missing:
+            phys, q = track.first_missing
+            p, pos = unit_location(d, cq_file_size, q)
+            behind = q >= res.valid_end
+            findings.append(Finding(
+                ERROR, "cq.behind" if behind else "cq.missing_unit", p, pos,
+                f"unit for commitlog offset {phys} (queue offset {q})",
+                f"queue ends at offset {res.valid_end}" if behind else "no valid unit",
+                f"{track.missing} message(s) in the commitlog are not in this consume queue"
+                + (" (undispatched tail, F10): the broker re-dispatches them only in abnormal recovery"
+                   if behind else "")))
+        if track.first_mismatch:
+            q, exp, act = track.first_mismatch
+            p, pos = unit_location(d, cq_file_size, q)
+            findings.append(Finding(
+                ERROR, "cq.unit_mismatch", p, pos, f"(phys {exp[0]}, size {exp[1]}, tags {exp[2]})",
+                f"(phys {act[0]}, size {act[1]}, tags {act[2]})",
+                f"{track.mismatches} unit(s) disagree with the commitlog record at their queue offset (F11)"))
+        if track.first_gap:
+            phys, want, got = track.first_gap
+            findings.append(Finding(
+                ERROR, "commitlog.queue_offset_gap", str(root / "commitlog"), phys, want, got,
+                f"{track.gaps} jump(s) in QUEUEOFFSET of {topic}:{qid} ('logic queue order maybe wrong')"))
+    return res
+
+
+def check_batch_queue(root: Path, topic: str, qid: int, file_size: int, cl_end: int, findings: list) -> None:
+    """batchconsumequeue/ (5.x BatchCQ topics): 46-byte units appended in order; valid units have
+    offset >= 0, size > 0, msgBaseOffset >= 0, batchSize > 0 and consecutive logical ranges."""
+    d = root / "batchconsumequeue" / topic / str(qid)
+    fq = FileQueue.scan(d)
+    check_queue_files(fq, file_size, findings, "bcq")
+    next_base = None
+    for f in fq.files:
+        fd = os.open(f.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, min(f.size, file_size), 0)
+        finally:
+            os.close(fd)
+        for i in range(len(data) // 46):
+            phys, size, tags, ts, base, n, compacted, _ = BCQ_UNIT.unpack_from(data, i * 46)
+            if not (phys >= 0 and size > 0 and base >= 0 and n > 0):
+                break
+            if phys >= cl_end:
+                findings.append(Finding(ERROR, "bcq.ahead", str(f.path), i * 46, f"< {cl_end}", phys,
+                                        "batch CQ unit points past the commitlog end"))
+                return
+            if next_base is not None and base != next_base:
+                findings.append(Finding(ERROR, "bcq.base_offset", str(f.path), i * 46, next_base, base,
+                                        "msgBaseOffset does not continue the previous unit's range"))
+                return
+            next_base = base + n
+
+
+def note(findings: list, path, msg: str) -> None:
+    findings.append(Finding(INFO, "cq.note", str(path), None, None, None, msg))

@@ -1,0 +1,184 @@
+"""Index-file checks (§4): size, header vs items, slot chains, items vs messages, timeDiff.
+
+Chains: the broker always links a new item to an OLDER one (preIndexNo < own number), so "every
+item's preIndexNo is 0 or smaller than its own number" proves every chain finite -- a cycle is
+reported at the first item that breaks it, in one streaming pass without walking chains. Items are
+read in 64k batches; one int32 per item (its slot) is kept to check that a chain never leaves its
+bucket (4 bytes x maxIndexNum at most, 80 MB for a full default file).
+Items -> messages: a bounded sample (first, last and evenly spaced items, `sample` per file) is
+checked against the commitlog: a valid record there whose topic#key hashes to the item's keyHash.
+"""
+from __future__ import annotations
+
+import os
+import struct
+
+from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
+from rmqctl.dispatch import index_keys
+from rmqctl.formats import index as ixf
+
+HEADER = struct.Struct(">qqqqii")
+ITEM = struct.Struct(">iqii")
+BATCH = 65536
+
+
+def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *, commitlog=None,
+                     cl_min: int = 0, cl_end: int | None = None, sample: int = 64, is_last: bool = False,
+                     checkpoint=None) -> dict:
+    """Returns the header as a dict (for the caller's cross-checks)."""
+    import numpy as np
+
+    p = str(path)
+    size = os.stat(path).st_size
+    expected = ixf.file_size(hash_slot_num, index_num)
+    if size != expected:
+        findings.append(Finding(WARNING if size < expected else ERROR, "index.file_size", p, 0, expected, size,
+                                "index file size differs from 40 + 4*maxHashSlotNum + 20*maxIndexNum "
+                                "(wrong --index-slots/--index-items, or a short file the broker zero-extends)"))
+        if size < ixf.HEADER_SIZE:
+            return {}
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def pread(n, pos):
+            data = os.pread(fd, n, pos)
+            return data.ljust(n, b"\0")
+
+        begin_ts, end_ts, begin_phy, end_phy, slot_count, count = HEADER.unpack(pread(40, 0))
+        hdr = dict(begin_timestamp=begin_ts, end_timestamp=end_ts, begin_phy_offset=begin_phy,
+                   end_phy_offset=end_phy, hash_slot_count=slot_count, index_count=count)
+        if count <= 0 or count > index_num:
+            findings.append(Finding(ERROR, "index.index_count", p, 36, f"1..{index_num}", count,
+                                    "header indexCount out of range"))
+            return hdr
+        if count > 1 and end_ts < begin_ts:
+            findings.append(Finding(ERROR, "index.header_time", p, 8, f">= {begin_ts}", end_ts,
+                                    "endTimestamp before beginTimestamp"))
+        # slots
+        slots_end = ixf.HEADER_SIZE + 4 * hash_slot_num
+        slots = np.frombuffer(pread(4 * hash_slot_num, ixf.HEADER_SIZE), dtype=">i4")
+        nonempty = int(np.count_nonzero(slots > 0))
+        bad = np.nonzero((slots < 0) | (slots >= count))[0]
+        if bad.size:
+            s = int(bad[0])
+            findings.append(Finding(ERROR, "index.slot_range", p, ixf.HEADER_SIZE + 4 * s, f"0..{count - 1}",
+                                    int(slots[s]), f"{bad.size} slot(s) hold item numbers outside the file"))
+        if nonempty != slot_count:
+            findings.append(Finding(ERROR, "index.hash_slot_count", p, 32, nonempty, slot_count,
+                                    "header hashSlotCount differs from the number of non-empty slots"))
+        # items, streaming
+        slot_of = np.zeros(count, dtype=np.int32)
+        cycle_reported = bucket_reported = time_reported = phy_reported = False
+        last_phy = None
+        n = 1
+        while n < count:
+            k = min(BATCH, count - n)
+            raw = pread(k * 20, slots_end + 20 * n)
+            a = np.frombuffer(raw, dtype=np.dtype([("h", ">i4"), ("phy", ">i8"), ("td", ">i4"), ("pre", ">i4")]))
+            nums = np.arange(n, n + k)
+            slot_of[n:n + k] = a["h"].astype(np.int64) % hash_slot_num
+            bad = np.nonzero((a["pre"] < 0) | (a["pre"] >= nums))[0]
+            if bad.size and not cycle_reported:
+                cycle_reported = True
+                i = int(bad[0])
+                findings.append(Finding(ERROR, "index.chain_cycle", p, slots_end + 20 * (n + i),
+                                        f"preIndexNo < {n + i}", int(a["pre"][i]),
+                                        "prevIndex points at the same or a newer item: the chain loops (F14, R13)"))
+            okpre = (a["pre"] > 0) & (a["pre"] < nums)
+            if okpre.any() and not bucket_reported:
+                pre = a["pre"][okpre]
+                mism = np.nonzero(slot_of[pre] != slot_of[nums[okpre]])[0]
+                if mism.size:
+                    bucket_reported = True
+                    i = int(nums[okpre][mism[0]])
+                    findings.append(Finding(ERROR, "index.chain_bucket", p, slots_end + 20 * i,
+                                            f"slot {int(slot_of[i])}", f"slot {int(slot_of[int(pre[mism[0]])])}",
+                                            "prevIndex links into another hash bucket"))
+            if not time_reported:
+                # item 1's timeDiff is relative to the previous file's end (§4.5): check items >= 2
+                td = a["td"][nums >= 2]
+                limit = (end_ts - begin_ts) // 1000 if begin_ts > 0 else 0
+                badt = np.nonzero((td < 0) | (td > max(limit, 0)))[0]
+                if badt.size:
+                    time_reported = True
+                    i = int(nums[nums >= 2][badt[0]])
+                    findings.append(Finding(ERROR, "index.time_diff", p, slots_end + 20 * i + 12,
+                                            f"0..{limit}", int(td[badt[0]]),
+                                            "timeDiff outside [0, (endTimestamp - beginTimestamp)/1000]"))
+            phys = a["phy"]
+            if not phy_reported:
+                prev = np.concatenate(([last_phy if last_phy is not None else phys[0]], phys[:-1]))
+                badp = np.nonzero(phys < prev)[0]
+                if badp.size:
+                    phy_reported = True
+                    i = n + int(badp[0])
+                    findings.append(Finding(ERROR, "index.phy_order", p, slots_end + 20 * i + 4,
+                                            f">= {int(prev[badp[0]])}", int(phys[badp[0]]),
+                                            "items are not in commitlog order"))
+            last_phy = int(phys[-1])
+            n += k
+        # slot heads must hash to their slot
+        heads = np.nonzero(slots > 0)[0]
+        if heads.size:
+            items_ok = slots[heads] < count
+            h2 = heads[items_ok]
+            wrong = np.nonzero(slot_of[slots[h2]] != h2)[0]
+            if wrong.size:
+                s = int(h2[wrong[0]])
+                findings.append(Finding(ERROR, "index.slot_hash", p, ixf.HEADER_SIZE + 4 * s, f"slot {s}",
+                                        f"item {int(slots[s])} in slot {int(slot_of[slots[s]])}",
+                                        f"{wrong.size} slot(s) point at items whose keyHash belongs elsewhere"))
+        if count > 1:
+            first = ITEM.unpack(pread(20, slots_end + 20))
+            last = ITEM.unpack(pread(20, slots_end + 20 * (count - 1)))
+            if first[1] != begin_phy:
+                findings.append(Finding(ERROR, "index.header_begin_phy", p, 16, first[1], begin_phy,
+                                        "beginPhyOffset differs from item 1"))
+            if last[1] != end_phy:
+                findings.append(Finding(ERROR, "index.header_end_phy", p, 24, last[1], end_phy,
+                                        "endPhyOffset differs from the last item"))
+            if cl_end is not None and end_phy >= cl_end:
+                findings.append(Finding(ERROR, "index.ahead", p, 24, f"< {cl_end} (commitlog end)", end_phy,
+                                        "index entries point past the end of the commitlog"))
+            if checkpoint is not None and not is_last and checkpoint.index_msg_timestamp and \
+                    end_ts > checkpoint.index_msg_timestamp:
+                findings.append(Finding(WARNING, "index.after_checkpoint", p, 8,
+                                        f"<= {checkpoint.index_msg_timestamp} (checkpoint indexMsgTimestamp)",
+                                        end_ts, "after an abnormal shutdown the broker DELETES this full "
+                                        "index file (IndexService.load, R13)"))
+            if commitlog is not None and sample:
+                _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end, findings)
+        return hdr
+    finally:
+        os.close(fd)
+
+
+def _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end, findings):
+    from rmqctl.errors import RmqError
+
+    step = max(1, (count - 1) // sample)
+    picks = sorted(set(list(range(1, count, step)) + [count - 1]))
+    bad_n, first = 0, None
+    for n in picks:
+        kh, phy, td, pre = ITEM.unpack(pread(20, slots_end + 20 * n))
+        if phy < cl_min or (cl_end is not None and phy >= cl_end):
+            continue
+        try:
+            rec = commitlog.read_record(phy)
+        except RmqError as e:
+            why = f"no valid message at offset {phy} ({e.message})"
+        else:
+            hashes = {ixf.key_hash(rec.topic, k) for k in index_keys(rec.properties)}
+            if kh in hashes:
+                continue
+            why = f"message at {phy} has no key of {rec.topic!r} hashing to {kh}"
+        bad_n += 1
+        if first is None:
+            first = (n, kh, why)
+    if first:
+        n, kh, why = first
+        findings.append(Finding(ERROR, "index.item_message", p, slots_end + 20 * n, f"keyHash {kh}", why,
+                                f"{bad_n} of {len(picks)} sampled items do not match their message"))
+
+
+def note(findings: list, path, msg: str) -> None:
+    findings.append(Finding(INFO, "index.note", str(path), None, None, None, msg))

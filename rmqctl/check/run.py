@@ -1,0 +1,276 @@
+"""Orchestration of `rmqctl verify`: which checks run, in which order, with what they share.
+
+Order: lock (so the commitlog checks know whether the tail may be in progress), commitlog files
+(in parallel with `jobs` > 1: each worker checks whole files, results are merged in file order),
+consume queues, index files, checkpoint/abort/recovery prediction, timer, compaction, config.
+Everything is opened O_RDONLY; nothing is ever written to the store.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from rmqctl.check import commitlog as clc
+from rmqctl.check import config as cfc
+from rmqctl.check import consumequeue as cqc
+from rmqctl.check import index as ixc
+from rmqctl.check import smallfiles as sfc
+from rmqctl.check.findings import ERROR, INFO, WARNING, Finding, Report
+from rmqctl.formats import batch_consumequeue as bcqf
+
+AREAS = ("commitlog", "cq", "index", "checkpoint", "config")
+
+
+def _scan_job(args):
+    ctx, path, start, size = args
+    return clc.scan_file(ctx, path, start, size)
+
+
+def _merge_tracks(tracks: dict, fr: clc.FileResult, continuous: bool) -> None:
+    """continuous: the previous file ended with its BLANK record and this file follows it directly,
+    so queue offsets must continue (otherwise the jump is a consequence of a reported problem)."""
+    for key, t in fr.queues.items():
+        m = tracks.get(key)
+        if m is None:
+            tracks[key] = t
+            continue
+        if continuous and m.next_q >= 0 and t.first_q != m.next_q:
+            m.gaps += 1
+            if m.first_gap is None:
+                m.first_gap = (t.first_phys, m.next_q, t.first_q)
+        m.gaps += t.gaps
+        if m.first_gap is None and t.first_gap:
+            m.first_gap = t.first_gap
+        m.count += t.count
+        m.last_q, m.next_q = t.last_q, t.next_q
+        m.missing += t.missing
+        if m.first_missing is None:
+            m.first_missing = t.first_missing
+        m.mismatches += t.mismatches
+        if m.first_mismatch is None:
+            m.first_mismatch = t.first_mismatch
+
+
+def _check_commitlog_files(store, report: Report, gaps: list) -> list:
+    """Names = start offsets, contiguous, equal sizes, strays. Returns the files worth walking;
+    missing ranges go into `gaps` as (start, end)."""
+    fq = store.commitlog
+    fs = store.config.commitlog_file_size
+    findings = report.findings
+    for p, why in fq.strays:
+        findings.append(Finding(WARNING, "commitlog.stray", str(p), None, None, None,
+                                f"{why}: the broker fails to start on a stray file in commitlog/ (R7, F07)"))
+    walk = []
+    prev = None
+    for i, f in enumerate(fq.files):
+        last = i == len(fq.files) - 1
+        if prev is not None:
+            want = prev.start + fs
+            if f.start > want:
+                gaps.append((want, f.start))
+                findings.append(Finding(ERROR, "commitlog.file_gap", str(store.commitlog_dir / f"{want:020d}"), want,
+                                        f"a file starting at {want}", f"next file starts at {f.start}",
+                                        f"missing commitlog file(s): bytes [{want}, {f.start}) are gone (F08, R30)"))
+            elif f.start < want:
+                findings.append(Finding(ERROR, "commitlog.file_overlap", str(f.path), f.start, want, f.start,
+                                        f"overlaps {prev.path.name}"))
+        if f.start % fs:
+            findings.append(Finding(ERROR, "commitlog.file_name", str(f.path), f.start, f"a multiple of {fs}",
+                                    f.start, "file name is not a multiple of the commitlog file size"))
+        if f.size != fs:
+            if f.size == 0 and last:
+                msg = "zero-length last file (created, never sized; R6): 4.9 refuses to start, 5.x deletes it"
+            elif f.size == 0:
+                msg = "zero-length file in the middle (F06): the broker refuses to start"
+            else:
+                msg = "file size differs from mappedFileSizeCommitLog: the broker refuses to start"
+            findings.append(Finding(ERROR, "commitlog.file_size", str(f.path), f.start, fs, f.size, msg))
+        if f.size > 0:
+            walk.append(f)
+        prev = f
+    return walk
+
+
+def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, progress=None) -> Report:
+    t0 = time.time()
+    root = store.root
+    cfg = store.config
+    report = Report(str(root))
+    findings = report.findings
+    for u in store.unsupported():
+        findings.append(Finding(ERROR, "store.unsupported", str(root), None, None, None, u))
+    lock_held = sfc.check_lock(store, findings)
+
+    # --- commitlog --------------------------------------------------------------------------------
+    cl_gaps: list = []
+    files = _check_commitlog_files(store, report, cl_gaps) if "commitlog" in areas else []
+    batch_topics = frozenset(t for t, _ in store.queues("batchconsumequeue"))
+    results: list[clc.FileResult] = []
+    scanned = "commitlog" in areas
+    if scanned and files:
+        base = clc.ScanContext(str(root), cfg.commitlog_file_size, cfg.cq_file_size, tuple(cfg.delay_levels),
+                               lock_held=lock_held, check_cq="cq" in areas, batch_topics=batch_topics)
+        args = []
+        for i, f in enumerate(files):
+            ctx = clc.ScanContext(**{**base.__dict__, "is_last": i == len(files) - 1})
+            args.append((ctx, str(f.path), f.start, f.size))
+        if jobs > 1 and len(files) > 1:
+            import multiprocessing as mp
+
+            with mp.get_context("fork").Pool(min(jobs, len(files))) as pool:
+                for fr in pool.imap(_scan_job, args):
+                    results.append(fr)
+                    if progress:
+                        progress(fr.size)
+        else:
+            for a in args:
+                fr = _scan_job(a)
+                results.append(fr)
+                if progress:
+                    progress(fr.size)
+    tracks: dict = {}
+    messages = nbytes = 0
+    prev = None
+    for fr in results:
+        findings.extend(fr.findings)
+        _merge_tracks(tracks, fr, prev is not None and prev.full
+                      and fr.start == prev.start + cfg.commitlog_file_size)
+        prev = fr
+        messages += fr.messages
+        nbytes += fr.bytes
+    cl_min = store.commitlog.min_offset
+    # the logical end: where the broker's recovery would stop = after the last valid record
+    cl_end = max((fr.end for fr in results), default=cl_min)
+    last_ts = None
+    if results and results[-1].last_valid is not None:
+        from rmqctl.store.commitlog import CommitLog
+
+        last_ts = CommitLog(store).store_timestamp(results[-1].last_valid, 8)
+    report.stats.update(messages=messages, bytes=nbytes, commitlog_files=len(store.commitlog.files),
+                        commitlog_min_offset=cl_min, commitlog_end=cl_end)
+
+    # --- consume queues ---------------------------------------------------------------------------
+    cq_max_phys = -1
+    queue_ranges: dict = {}
+    if "cq" in areas:
+        queues = store.queues()
+        for topic, qid in queues:
+            qr = cqc.check_queue(root, topic, qid, cfg.cq_file_size, tracks.get((topic, qid)), cl_min, cl_end,
+                                 findings, commitlog_scanned=scanned, cl_gaps=cl_gaps)
+            cq_max_phys = max(cq_max_phys, qr.max_phys_end)
+            queue_ranges[(topic, qid)] = (qr.min_valid, qr.valid_end)
+        if scanned:
+            have = set(queues) | {(t, q) for t, q in store.queues("batchconsumequeue")}
+            for (topic, qid), t in sorted(tracks.items()):
+                if (topic, qid) not in have:
+                    findings.append(Finding(ERROR, "cq.behind", str(root / "consumequeue" / topic / str(qid)), 0,
+                                            f"a consume queue with {t.count} message(s)", "no queue directory",
+                                            f"{t.count} message(s) of {topic}:{qid} from commitlog offset "
+                                            f"{t.first_phys} were never dispatched (F10)"))
+        for topic, qid in store.queues("batchconsumequeue"):
+            cqc.check_batch_queue(root, topic, qid, bcqf.DEFAULT_FILE_SIZE, cl_end, findings)
+        if (root / "consumequeue_ext").is_dir():
+            cqc.note(findings, root / "consumequeue_ext",
+                     "consumequeue_ext present: units holding ext addresses are not tag-compared")
+    report.stats["queues"] = len(queue_ranges)
+
+    # --- index ------------------------------------------------------------------------------------
+    ck = None
+    if "checkpoint" in areas:
+        ck = sfc.check_checkpoint(store, findings, cl_end if scanned else None, last_ts)
+    if "index" in areas:
+        from rmqctl.store.commitlog import CommitLog
+
+        idx = store.index_files()
+        cl = CommitLog(store) if scanned else None
+        for i, p in enumerate(idx):
+            ixc.check_index_file(p, cfg.hash_slot_num, cfg.index_num, findings, commitlog=cl, cl_min=cl_min,
+                                 cl_end=cl_end if scanned else None, sample=index_sample,
+                                 is_last=i == len(idx) - 1, checkpoint=ck)
+        report.stats["index_files"] = len(idx)
+
+    # --- checkpoint, abort, recovery prediction, timer, compaction --------------------------------
+    if "checkpoint" in areas:
+        per_file = [(f, fr.first_store_ts, fr.first_magic) for f, fr in zip(files, results)]
+        if per_file:
+            report.stats["recovery"] = sfc.predict_recovery(store, findings, per_file, ck, cq_max_phys)
+        elif store.abort_exists:
+            findings.append(Finding(WARNING, "abort.present", str(store.abort_path), None, None, None,
+                                    "abort file present: the next start runs abnormal recovery"))
+
+        def qmax(topic, qid):
+            r = queue_ranges.get((topic, qid))
+            return None if r is None else r[1]
+
+        timer_max = qmax("rmq_sys_wheel_timer", 0)
+        sfc.check_timer(store, findings, timer_max)
+        sfc.check_compaction(store, findings, qmax)
+
+    # --- config -----------------------------------------------------------------------------------
+    if "config" in areas:
+        cfc.check_configs(store, findings, (lambda t, q: queue_ranges.get((t, q))) if "cq" in areas else (lambda t, q: None))
+    report.stats["seconds"] = round(time.time() - t0, 3)
+    return report
+
+
+def verify_file(path: Path, store, *, index_sample: int = 64) -> Report:
+    """One file: the checks that need only that file (and, where cheap, the store's config)."""
+    from rmqctl.formats import kind_for_path
+
+    t0 = time.time()
+    path = Path(path)
+    report = Report(str(path))
+    findings = report.findings
+    kind = kind_for_path(path.resolve())
+    cfg = store.config if store is not None else None
+    if kind == "commitlog":
+        from rmqctl.store.commitlog import CommitLog  # noqa: F401
+
+        size = path.stat().st_size
+        start = int(path.name)
+        fs = cfg.commitlog_file_size if cfg else size
+        if size != fs:
+            findings.append(Finding(ERROR, "commitlog.file_size", str(path), start, fs, size,
+                                    "file size differs from mappedFileSizeCommitLog"))
+        names = sorted(n for n in os.listdir(path.parent) if n.isdigit() and len(n) == 20)
+        ctx = clc.ScanContext(str(path.parent.parent), fs, cfg.cq_file_size if cfg else 6_000_000,
+                              tuple(cfg.delay_levels) if cfg else (), is_last=names and names[-1] == path.name,
+                              check_cq=False)
+        fr = clc.scan_file(ctx, str(path), start, size)
+        findings.extend(fr.findings)
+        report.stats.update(messages=fr.messages, bytes=fr.bytes)
+    elif kind == "consumequeue":
+        qdir = path.parent
+        fs = cfg.cq_file_size if cfg else path.stat().st_size
+        from rmqctl.store.files import FileQueue, MappedFile
+
+        fq = FileQueue(qdir, [MappedFile(path, int(path.name), path.stat().st_size)])
+        cqc.check_queue_files(fq, fs, findings)
+        fake_root = qdir.parent.parent.parent
+        # structure only: no commitlog comparison for a single file
+        cqc.check_queue(fake_root, qdir.parent.name, int(qdir.name), fs, None, 0, 0, findings,
+                        commitlog_scanned=False)
+        findings[:] = [f for f in findings if f.path == str(path) or f.check not in ("cq.file_gap",)]
+    elif kind == "index":
+        ixc.check_index_file(path, cfg.hash_slot_num if cfg else 5_000_000, cfg.index_num if cfg else 20_000_000,
+                             findings, sample=0)
+    elif kind == "checkpoint":
+        from rmqctl.store.layout import Store
+
+        sfc.check_checkpoint(store or Store(path.parent), findings, None, None)
+    elif kind == "config":
+        from rmqctl.config import files as cf
+
+        t = cf.locate(path)
+        cfc.check_config_file(t, findings)
+    else:
+        from rmqctl.errors import UsageError
+
+        raise UsageError(f"verify does not know this kind of file ({kind or 'unknown'}); give a store directory "
+                         f"or a commitlog, consumequeue, index, checkpoint or config file", path=path)
+    report.stats["seconds"] = round(time.time() - t0, 3)
+    return report
+
+
+__all__ = ["verify_store", "verify_file", "AREAS", "ERROR", "WARNING", "INFO"]
