@@ -53,6 +53,15 @@ final class Reader {
                 originalIndexNames.add(f.getName());
             }
         }
+        // 4.9's ConsumeQueue.getOffsetInQueueByTime picks the CQ file by file mtime (first file with mtime >= t).
+        // Make that reproducible: all files of the copy (and all files recovery rewrites) get an mtime later than
+        // every queried timestamp (<= newest store timestamp + 1000 ms), by waiting until 2.5 s after the newest
+        // input file was modified.
+        long newest = newestMtime(src);
+        long wait = newest + 2500 - System.currentTimeMillis();
+        if (wait > 0) {
+            Thread.sleep(Math.min(wait, 5000));
+        }
         Path tmp = Files.createTempDirectory("oracle-read");
         try {
             Path copy = tmp.resolve("store");
@@ -277,6 +286,20 @@ final class Reader {
         }
         out.put("index_files", files);
         return out;
+    }
+
+    static long newestMtime(File f) {
+        if (f.isFile()) {
+            return f.lastModified();
+        }
+        long m = 0;
+        File[] fs = f.listFiles();
+        if (fs != null) {
+            for (File x : fs) {
+                m = Math.max(m, newestMtime(x));
+            }
+        }
+        return m;
     }
 
     /** An empty in-memory queue the broker created on its own (e.g. 4.9's 18 SCHEDULE_TOPIC_XXXX queues). */

@@ -143,6 +143,7 @@ public class CompatImpl implements Compat {
             Path root = tmp.resolve("store");
             Files2.copyRecursive(new File(configDir).toPath(), root.resolve("config"));
             MessageStoreConfig msc = new MessageStoreConfig();
+            msc.setHaListenPort(0);
             msc.setStorePathRootDir(root.toString());
             msc.setStorePathCommitLog(root.resolve("commitlog").toString());
             BrokerConfig bc = new BrokerConfig();
@@ -155,6 +156,8 @@ public class CompatImpl implements Compat {
             out.put("subscriptionGroup.json",
                 one(ctl.getSubscriptionGroupManager(), ctl.getSubscriptionGroupManager().load()));
             out.put("consumerOffset.json", one(ctl.getConsumerOffsetManager(), ctl.getConsumerOffsetManager().load()));
+            // ScheduleMessageService finds its file through the message store: give the controller an unloaded one.
+            ctl.setMessageStore(newStore(msc, Collections.emptyList()));
             // ScheduleMessageService.load() = ConfigManager.load() + parseDelayLevel() + correctDelayOffset(); the
             // last step needs a loaded message store, so use the broker's own variant without it.
             out.put("delayOffset.json", one(ctl.getScheduleMessageService(),
