@@ -453,9 +453,12 @@ def offsets_set(store, group, topic, queue, offset, dry_run, force, as_json):
 @click.option("--to-latest", "mode", flag_value="latest", help="Each queue's max offset (skip everything).")
 @click.option("--to-time", "when", metavar="TIME",
               help="First message stored at/after TIME: epoch ms, ISO 8601, or yyyy-MM-dd#HH:mm:ss:SSS.")
+@click.option("--broker-version", type=click.Choice(["4", "5"]), default="5", show_default=True,
+              help="--to-time rule of the broker line: 5 = first message at/after TIME (5.x), "
+                   "4 = the message stored nearest to TIME (4.9.x getOffsetInQueueByTime).")
 @write_options
 @json_option
-def offsets_reset(store, group, topic, mode, when, dry_run, force, as_json):
+def offsets_reset(store, group, topic, mode, when, broker_version, dry_run, force, as_json):
     """Reset every queue of TOPIC for GROUP offline, computed from the local consume queues and the
     commitlog store timestamps (like mqadmin resetOffsetByTime, with the broker down).
 
@@ -477,7 +480,8 @@ def offsets_reset(store, group, topic, mode, when, dry_run, force, as_json):
         topics_doc = tl.doc
     except RmqError:
         pass
-    res = off.reset(doc, topic, group, mode or "time", st, timestamp=ts, topics_doc=topics_doc)
+    res = off.reset(doc, topic, group, mode or "time", st, timestamp=ts, topics_doc=topics_doc,
+                    broker_version=int(broker_version))
     off.finish(doc)
     how = f"time {ts}" if ts is not None else mode
     changes = [f"{topic}@{group} queue {q}: {_short(o)} -> {n} ({how})" for q, o, n in res]

@@ -295,18 +295,20 @@ TIMERCHECK_FIELDS = ("lastReadTimeMs", "lastTimerLogFlushPos", "lastTimerQueueOf
 
 
 def decode_timercheck(raw: bytes, path=None) -> dict:
-    """The 56 bytes of i64 fields at the start of config/timercheck (§5.4); the broker maps 4096 bytes,
-    other writers (rocketmq-rust) write exactly 56."""
+    """The 56 bytes of i64 fields at the start of config/timercheck (§5.4), decoded with the codec derived
+    from formats.timer.TimerCheckpoint; the broker maps 4096 bytes, other writers (rocketmq-rust) write 56."""
     import struct
 
-    if len(raw) < 56:
-        raise FormatError(f"timercheck is {len(raw)} bytes, shorter than its 56 bytes of fields",
+    from rmqctl.formats._derive import struct_format
+    from rmqctl.formats.timer import TimerCheckpoint
+
+    codec = struct.Struct(struct_format(TimerCheckpoint))
+    if len(raw) < codec.size:
+        raise FormatError(f"timercheck is {len(raw)} bytes, shorter than its {codec.size} bytes of fields",
                           path=path, offset=len(raw))
-    vals = struct.unpack_from(">7q", raw, 0)
-    out = dict(zip(TIMERCHECK_FIELDS, vals))
-    rest = raw[56:]
+    out = dict(zip(TIMERCHECK_FIELDS, codec.unpack_from(raw, 0)))
     out["_size"] = len(raw)
-    out["_nonzero_padding"] = any(rest)
+    out["_nonzero_padding"] = any(raw[codec.size:])
     return out
 
 

@@ -134,9 +134,10 @@ def topic_queue_ids(topic: str, group: str, doc: dict, store=None, topics_doc: d
 
 
 def reset(doc: dict, topic: str, group: str, mode: str, store, *, timestamp: int | None = None,
-          topics_doc: dict | None = None) -> list[tuple[int, int | None, int]]:
+          topics_doc: dict | None = None, broker_version: int = 5) -> list[tuple[int, int | None, int]]:
     """Set every queue of topic@group to the earliest / latest / by-time offset. Returns
-    [(queue, old, new)]."""
+    [(queue, old, new)]. broker_version picks the by-time rule of that broker line (5: first message
+    stored at/after the time; 4: the nearest one, as 4.9's getOffsetInQueueByTime)."""
     if store is None:
         raise UsageError("offsets reset needs the store's consume queues; give the store directory")
     qids = topic_queue_ids(topic, group, doc, store, topics_doc)
@@ -152,7 +153,7 @@ def reset(doc: dict, topic: str, group: str, mode: str, store, *, timestamp: int
             elif mode == "latest":
                 new = cq.max_offset()
             else:
-                new = cq.offset_by_time(timestamp)
+                new = cq.offset_by_time(timestamp, version=broker_version)
         else:
             new = 0
         old = set_offset(doc, topic, group, q, new)

@@ -115,7 +115,8 @@ class ConsumeQueue:
             for i, u in enumerate(self.read_units(f, s, cnt)):
                 yield (first + s + i, *u)
 
-    def offset_by_time(self, timestamp: int) -> int:
+    def offset_by_time(self, timestamp: int, version: int = 5) -> int:
+        """The broker's getOffsetInQueueByTime (version 5: 5.3.3 LOWER boundary; 4: 4.9's nearest)."""
         from rmqctl.store.timesearch import offset_in_queue_by_time
 
-        return offset_in_queue_by_time(self, timestamp)
+        return offset_in_queue_by_time(self, timestamp, version=version)
