@@ -1,0 +1,234 @@
+"""`rmqctl recover` and `rmqctl rebuild cq|index`: change a store, with a plan, a quarantine and undo."""
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from rmqctl.errors import IOFailure, RmqError, UsageError
+from rmqctl.status import EXIT_CODES_DOC, Exit
+
+RECOVER_EXITS = """\b
+Exit status:
+  0  nothing to do (with --dry-run: nothing would change)
+  1  repaired (the broker will run a normal recovery)
+  4  could not repair (a problem rmqctl will not fix by itself; nothing was changed) /
+     with --dry-run: changes are needed
+  8  could not run (store locked by a running broker, I/O error, read-only or full disk: the store
+     is left unchanged)"""
+
+
+def _config(store_dir: Path, conf: str | None):
+    from rmqctl.store.config import StoreConfig
+
+    if conf is None:
+        return None
+    p = Path(conf)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot read the broker config: {e.strerror}", path=p) from e
+    if text.lstrip().startswith("{"):
+        values = json.loads(text)
+        if isinstance(values.get("store_config"), dict):   # an oracle fixture manifest
+            values = values["store_config"]
+        return StoreConfig().with_values(values)
+    return StoreConfig.from_file(p)
+
+
+def _progress(total: int, desc: str):
+    from rmqctl.terminal import progress
+
+    return progress(max(total, 1), desc)
+
+
+def _emit(ctx, as_json: bool, extra: dict) -> None:
+    from rmqctl.terminal import out
+
+    if as_json:
+        d = ctx.plan.to_json()
+        d.update(extra)
+        sys.stdout.write(json.dumps(d) + "\n")
+        sys.stdout.flush()
+        return
+    o = out()
+    for line in ctx.plan.text_lines():
+        o.print(line)
+    for k, v in extra.items():
+        o.print(f"{k}: {v}")
+
+
+def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str, build) -> int:
+    """Shared driver: lock, journal (resumed after a kill), build the plan in staging, apply, and on
+    any failure roll back what was done so the store is left as it was."""
+    from rmqctl.repair import journal as J
+    from rmqctl.repair import journal_ops as JO
+    from rmqctl.repair import recover as R
+    from rmqctl.store.layout import Store
+    from rmqctl.store.lock import store_write_lock
+
+    root = Path(store_dir)
+    store = Store.open(root, _config(root, conf))
+    total = sum(f.size for f in store.commitlog.files)
+    if dry_run:
+        staging = R.make_staging(None)
+        try:
+            with _progress(total, "planning") as pg:
+                ctx = build(store, staging, pg)
+            _emit(ctx, as_json, {"dry_run": True})
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        if ctx.plan.problems:
+            return Exit.PROBLEMS
+        return Exit.OK if ctx.plan.nothing_to_do else Exit.PROBLEMS
+
+    with store_write_lock(root):
+        j = JO.open_journal(root, op)
+        staging = j.dir / "staging"
+        try:
+            R.make_staging(staging)
+            with _progress(total, "analysing") as pg:
+                ctx = build(store, staging, pg)
+            if ctx.plan.problems:
+                JO.aborted(j, "problems: " + "; ".join(ctx.plan.problems))
+                _drop_if_empty(j)
+                _emit(ctx, as_json, {"applied": False})
+                return Exit.PROBLEMS
+            if ctx.plan.nothing_to_do:
+                JO.committed(j)
+                _drop_if_empty(j)
+                _emit(ctx, as_json, {"applied": False})
+                return Exit.OK
+            R.check_space(store, ctx)
+            with _progress(len(ctx.plan.actions), "applying") as pg:
+                R.apply(store, ctx, j, progress=pg)
+            JO.committed(j)
+        except BaseException as e:
+            _rollback(root, j, e)
+            if isinstance(e, OSError):
+                what = {errno.ENOSPC: "disk full", errno.EROFS: "read-only file system",
+                        errno.EDQUOT: "disk quota exceeded"}.get(e.errno, e.strerror or str(e))
+                raise IOFailure(f"{what}; every change was rolled back, the store is unchanged "
+                                f"(journal: {j.dir})", path=e.filename or root) from e
+            raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    _emit(ctx, as_json, {"applied": True, "journal": str(j.dir), "undo": f"rmqctl undo {root} --op {j.name}"})
+    return Exit.FIXED
+
+
+def _drop_if_empty(j) -> None:
+    """A run that changed nothing leaves no quarantine folder behind."""
+    from rmqctl.repair import journal as J
+
+    if not J.read_op(j.dir).entries:
+        shutil.rmtree(j.dir, ignore_errors=True)
+        try:
+            j.dir.parent.rmdir()
+        except OSError:
+            pass
+
+
+def _rollback(root: Path, j, exc) -> None:
+    from rmqctl.repair import journal as J
+    from rmqctl.repair import journal_ops as JO
+
+    try:
+        JO.aborted(j, f"{type(exc).__name__}: {exc}")
+    except OSError:
+        pass
+    try:
+        if J.read_op(j.dir).entries:
+            J.undo(root, op=j.name, force=True)
+        else:
+            _drop_if_empty(j)
+    except (OSError, RmqError) as e2:
+        sys.stderr.write(f"rmqctl: rollback incomplete ({e2}); run `rmqctl undo {root} --op {j.name}`\n")
+
+
+@click.command(epilog=RECOVER_EXITS)
+@click.argument("store_dir", type=click.Path(file_okay=False))
+@click.option("--dry-run", is_flag=True, help="Print the plan (and what the broker would do); change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="The plan and the outcome as one JSON object.")
+@click.option("--on-corruption", type=click.Choice(["stop", "quarantine"]), default="stop", show_default=True,
+              help="A corrupt record followed by valid ones: stop there like the broker (the rest goes to the "
+                   "quarantine), or replace the bad range by a placeholder record and keep what follows.")
+@click.option("--from-start", is_flag=True,
+              help="Validate and re-dispatch from the first commitlog file, not from the file the broker's own "
+                   "recovery would start at (slower; catches queues lagging further back).")
+@click.option("--config", "conf", type=click.Path(dir_okay=False),
+              help="broker.conf (or a fixture manifest.json) giving the store's file sizes and delay levels.")
+@click.option("--apply", is_flag=True, hidden=True, help="Accepted for scripts; applying is the default.")
+def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, apply):
+    """Offline abnormal recovery: bring a crashed store back to a state the broker accepts.
+
+    Does what the broker does after an unclean shutdown -- find the last valid record, truncate the
+    commitlog's dirty tail, drop consume-queue units and index items beyond it, dispatch every valid
+    record missing from its consume queue and the index, set the checkpoint, remove `abort` -- but
+    offline, explained, and with every removed or overwritten byte saved first in
+    STORE_DIR/rmqctl-quarantine/ (`rmqctl undo STORE_DIR` restores it bit-exact). Refuses to run
+    while a broker holds the store lock. A run killed at any point can simply be run again.
+
+    \b
+    Example:
+      rmqctl recover --dry-run /data/rocketmq/store        # the plan, nothing changes
+      rmqctl recover /data/rocketmq/store                  # repair
+      rmqctl recover --on-corruption quarantine --json /data/rocketmq/store
+      rmqctl undo /data/rocketmq/store                     # put everything back
+    """
+    from rmqctl.repair import recover as R
+
+    opts = R.Options(on_corruption=on_corruption, from_start=from_start)
+
+    def build(store, staging, pg):
+        return R.analyze(store, opts, staging, progress=pg)
+
+    return _run(store_dir, conf, dry_run, as_json, "recover", build)
+
+
+@click.command(epilog=RECOVER_EXITS)
+@click.argument("what", type=click.Choice(["cq", "index"]))
+@click.argument("store_dir", type=click.Path(file_okay=False))
+@click.option("--topic", help="Only this topic's consume queues (cq).")
+@click.option("--queue", type=int, help="Only this queue id (cq).")
+@click.option("--dry-run", is_flag=True, help="Build in a temporary folder and list what would change.")
+@click.option("--json", "as_json", is_flag=True, help="The plan and the outcome as one JSON object.")
+@click.option("--config", "conf", type=click.Path(dir_okay=False),
+              help="broker.conf (or a fixture manifest.json) giving the store's file sizes and delay levels.")
+def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf):
+    """Regenerate consume queues or index files from the commitlog, byte-identical to the broker's.
+
+    Files are built beside the store (in the quarantine's staging folder, never inside commitlog/ or
+    consumequeue/), compared with the current ones, and only those that differ are swapped in with
+    an atomic rename; the old files are kept in STORE_DIR/rmqctl-quarantine/ (`rmqctl undo`).
+    Index files keep their existing names; extra ones are named from the store time of the first
+    message that made the broker open them.
+
+    \b
+    Example:
+      rmqctl rebuild cq /data/rocketmq/store
+      rmqctl rebuild cq /data/rocketmq/store --topic TopicTest --queue 3
+      rmqctl rebuild index --dry-run --json /data/rocketmq/store
+    """
+    from rmqctl.repair import recover as R
+
+    if what == "index" and (topic is not None or queue is not None):
+        raise UsageError("--topic/--queue apply to `rebuild cq` only: index files mix every topic")
+
+    def build(store, staging, pg):
+        return R.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg)
+
+    return _run(store_dir, conf, dry_run, as_json, f"rebuild-{what}", build)
+
+
+def __getattr__(name):
+    # The command registry maps `undo` to this module; the command itself lives in undo_cmd.
+    if name == "undo":
+        from rmqctl.cli.undo_cmd import undo
+
+        return undo
+    raise AttributeError(name)

@@ -1,0 +1,211 @@
+"""Consume-queue building as ConsumeQueue.putMessagePositionInfo does it, and the broker's CQ
+truncation (ConsumeQueue.recover + truncateDirtyLogicFiles), both producing whole replacement files.
+
+Broker behaviour reproduced (ConsumeQueue.java, 4.9.7 and 5.3.3):
+* a unit is skipped when `offset + size <= maxPhysicOffset` (already built) or, for cqOffset != 0,
+  when `cqOffset*20` is below the current write end (built twice);
+* otherwise it is APPENDED at the queue's current write end (MappedFile.appendMessage): a jump in
+  queue offsets is only logged, never leaves a hole;
+* the first file of an empty queue is created at floor(cqOffset*20 / fileSize)*fileSize and, when
+  cqOffset != 0, every unit before it in that file is a pre-blank unit (0, 0x7FFFFFFF, 0);
+* a full file is followed by the next one (start + fileSize); files are always fileSize bytes.
+
+Where rmqctl differs on purpose (store-format §7.7): truncated tails are zero-filled instead of being
+left as stale units, a file without any valid unit is removed instead of being kept with a bogus
+write position (the 5.3.3 correctMinOffset IAE, R8/R9), and pre-blank units do not count towards
+maxPhysicOffset (the broker would take 0x7FFFFFFF from them).
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmqctl.formats import consumequeue as cqf
+from rmqctl.store.files import FileQueue, offset_name
+
+UNIT = struct.Struct(">qiq")
+UNIT_SIZE = 20
+PRE_BLANK = UNIT.pack(0, cqf.PRE_BLANK_SIZE, 0)
+
+
+def is_pre_blank(phys: int, size: int) -> bool:
+    return phys == 0 and size == cqf.PRE_BLANK_SIZE
+
+
+@dataclass
+class QueueState:
+    """One queue: what is kept of its existing files and what the scan appends after it."""
+
+    topic: str
+    queue_id: int
+    directory: Path
+    file_size: int
+    files: list = field(default_factory=list)      # existing MappedFile list
+    keep_end: int = 0          # logical byte end of the kept prefix (0 and no files kept: empty queue)
+    kept_any: bool = False     # at least one existing file keeps data
+    max_phys: int = -1         # end (offset+size) of the last kept real unit
+    dropped_valid_below: int | None = None   # phys of the first valid unit dropped below the cut
+    dropped_units: int = 0     # units removed by the truncation
+    # appended by dispatch
+    base: int | None = None    # logical byte position where `out` starts
+    end: int = 0               # current logical write end
+    out: bytearray = field(default_factory=bytearray)
+    added: int = 0
+
+    def start_from_existing(self):
+        self.end = self.keep_end
+        self.base = self.keep_end if self.kept_any else None
+
+    def put(self, phys: int, size: int, tags: int, cq_offset: int) -> None:
+        if phys + size <= self.max_phys:
+            return
+        expect = cq_offset * UNIT_SIZE
+        fs = self.file_size
+        if self.base is None:
+            # first file created in this queue
+            start = expect - expect % fs
+            self.base = start
+            self.end = start
+            if cq_offset != 0:
+                n = (expect % fs) // UNIT_SIZE
+                self.out += PRE_BLANK * n
+                self.end += n * UNIT_SIZE
+        elif cq_offset != 0 and expect < self.end:
+            return
+        self.out += UNIT.pack(phys, size, tags)
+        self.end += UNIT_SIZE
+        self.max_phys = phys + size
+        self.added += 1
+
+    @property
+    def changed(self) -> bool:
+        return self.added > 0 or self.dropped_units > 0 or self.delete_files()
+
+    def _survives(self, start: int) -> bool:
+        fs = self.file_size
+        if self.kept_any and start < self.keep_end:
+            return True
+        if self.base is not None and self.end > self.base:
+            return self.base - self.base % fs <= start < self.end
+        return False
+
+    def delete_files(self) -> list:
+        """Existing files that hold nothing after the change."""
+        return [f for f in self.files if not self._survives(f.start)]
+
+    def new_file_contents(self, read_existing):
+        """(file_start, bytes) for each file whose bytes change. read_existing(path) -> bytes."""
+        fs = self.file_size
+        existing = {f.start: f for f in self.files}
+        starts = set()
+        if self.base is not None and self.end > self.base:
+            s = self.base - self.base % fs
+            while s < self.end:
+                starts.add(s)
+                s += fs
+        if self.kept_any and self.keep_end % fs:
+            starts.add(self.keep_end - self.keep_end % fs)
+        for s in sorted(starts):
+            old = read_existing(existing[s].path) if s in existing else None
+            buf = bytearray(fs)
+            if self.kept_any and s < self.keep_end and old is not None:
+                k = min(fs, self.keep_end - s)
+                buf[:k] = old[:k].ljust(k, b"\0")
+            if self.base is not None:
+                a, b = max(self.base, s), min(self.end, s + fs)
+                if b > a:
+                    buf[a - s:b - s] = self.out[a - self.base:b - self.base]
+            new = bytes(buf)
+            if old is None or new != old:
+                yield s, new
+
+    def path_for(self, start: int) -> Path:
+        return self.directory / offset_name(start)
+
+
+def load_units(path, size: int):
+    """The units of one file as a numpy structured array (bounded: one CQ file)."""
+    import numpy as np
+
+    dt = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+    with open(path, "rb") as f:
+        data = f.read(size)
+    n = len(data) // UNIT_SIZE
+    return np.frombuffer(data[:n * UNIT_SIZE], dtype=dt), data
+
+
+def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueState:
+    """Where the broker's CQ recovery (last three files, first invalid unit) and
+    truncateDirtyLogicFiles(cut) leave this queue. cut=None: no commitlog truncation."""
+    import numpy as np
+
+    d = store.root / "consumequeue" / topic / str(queue_id)
+    fq = FileQueue.scan(d)
+    fs = store.config.cq_file_size
+    st = QueueState(topic, queue_id, d, fs, fq.files)
+    files = fq.files
+    if not files:
+        return st
+    first = max(0, len(files) - 3)
+    keep_end, max_phys = files[first].start, -1
+    limit = cut if cut is not None else 2**62
+    for i in range(first, len(files)):
+        f = files[i]
+        if i > first and f.start != keep_end:
+            break   # a missing file in between: nothing after it is reachable
+        u, _ = load_units(f.path, min(f.size, fs))
+        valid = (u["phys"] >= 0) & (u["size"] > 0) & (u["phys"] < limit)
+        bad = np.flatnonzero(~valid)
+        n_ok = int(bad[0]) if len(bad) else len(u)
+        real = u[:n_ok]
+        realmask = ~((real["phys"] == 0) & (real["size"] == cqf.PRE_BLANK_SIZE))
+        if realmask.any():
+            last = real[np.flatnonzero(realmask)[-1]]
+            max_phys = int(last["phys"]) + int(last["size"])
+        keep_end = f.start + n_ok * UNIT_SIZE
+        if n_ok < fs // UNIT_SIZE:
+            break
+    # everything at or after keep_end is dropped; remember valid units below the cut among them
+    for f in files:
+        if f.start + fs <= keep_end:
+            continue
+        u, _ = load_units(f.path, min(f.size, fs))
+        rest = u[max(0, (keep_end - f.start) // UNIT_SIZE):]
+        live = (rest["phys"] != 0) | (rest["size"] != 0) | (rest["tags"] != 0)
+        st.dropped_units += int(live.sum())
+        below = rest[(rest["phys"] >= 0) & (rest["size"] > 0) & (rest["phys"] < limit)
+                     & ~((rest["phys"] == 0) & (rest["size"] == cqf.PRE_BLANK_SIZE))]
+        if len(below):
+            v = int(below["phys"].min())
+            st.dropped_valid_below = v if st.dropped_valid_below is None else min(v, st.dropped_valid_below)
+    st.kept_any = keep_end > files[0].start
+    st.keep_end, st.max_phys = (keep_end if st.kept_any else 0), max_phys
+    st.start_from_existing()
+    return st
+
+
+def empty_state(store, topic: str, queue_id: int) -> QueueState:
+    """A queue rebuilt from nothing (rebuild cq): every existing file is replaced or removed."""
+    d = store.root / "consumequeue" / topic / str(queue_id)
+    fq = FileQueue.scan(d)
+    st = QueueState(topic, queue_id, d, store.config.cq_file_size, fq.files)
+    st.dropped_units = 0
+    st.start_from_existing()
+    return st
+
+
+def read_file(path: Path, size: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(size)
+
+
+def write_staged(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)

@@ -1,0 +1,231 @@
+"""Build index files from commitlog records exactly as IndexService.buildIndex / IndexFile.putKey do.
+
+Byte-level behaviour reproduced (store-format §4):
+* every dispatched record (any transaction type) first gets-or-creates the last file: a file is created
+  when there is none or the last is full (indexCount >= maxIndexNum), with begin/end phy offset and
+  timestamp copied from the previous file's end (only when > 0);
+* a record is skipped when its offset < the last file's endPhyOffset; ROLLBACK records add no keys;
+* keys: UNIQ_KEY, then KEYS split on ' ' (empty pieces skipped), each as `topic#key`; a key that does
+  not fit moves to a new file (so one record's keys can straddle two files);
+* putKey: timeDiff against the header's beginTimestamp *before* it is set by the first item (the
+  first item of a non-first file is measured from the previous file's end; of the very first file it is 0),
+  slot chain through preIndexNo, hashSlotCount counts slots that became non-empty;
+* header as written by a clean flush (indexCount 1 in a file without items).
+
+File names: the broker names a file by the wall clock at creation (yyyyMMddHHmmssSSS, local time).
+A rebuild reuses the existing names in order; further files are named from the store timestamp of
+the first record that made the broker create them (the broker's clock at that moment was at most
+seconds later), bumped by 1 ms where needed so names stay strictly increasing. This keeps a rebuild
+deterministic, so an interrupted run that is re-run converges on the same names.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import time
+from array import array
+from pathlib import Path
+
+from rmqctl.dispatch import index_keys
+from rmqctl.formats import commitlog as cl
+from rmqctl.formats import index as ixf
+
+HEADER = struct.Struct(">qqqqii")
+ITEM = struct.Struct(">iqii")
+INT_MAX = 2**31 - 1
+_ITEM_BUF = 1 << 16   # items buffered before one pwrite
+
+
+def index_name(ts_ms: int) -> str:
+    """UtilAll.timeMillisToHumanString: yyyyMMddHHmmssSSS in the local time zone."""
+    t = time.localtime(ts_ms // 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + f"{ts_ms % 1000:03d}"
+
+
+def _name_after(prev: str | None, ts_ms: int) -> str:
+    name = index_name(max(ts_ms, 0))
+    if prev is not None and name <= prev:
+        # strictly after the previous name: parse it back and add 1 ms
+        base = time.mktime(time.strptime(prev[:14], "%Y%m%d%H%M%S"))
+        name = index_name(int(base) * 1000 + int(prev[14:]) + 1)
+    return name
+
+
+def _jhash(s: str) -> int:
+    """abs(String.hashCode) with MIN_VALUE -> 0 (IndexFile.indexKeyHashMethod)."""
+    if s.isascii():
+        h = 0
+        for c in s.encode():
+            h = (31 * h + c) & 0xFFFFFFFF
+        if h & 0x80000000:
+            h -= 1 << 32
+    else:
+        h = ixf.java_string_hash(s)
+    h = abs(h)
+    return 0 if h >= (1 << 31) else h
+
+
+class IndexFileBuilder:
+    """One index file under construction, written to `path` (sparse: only touched pages)."""
+
+    def __init__(self, path: Path, name: str, hash_slot_num: int, index_num: int,
+                 prev_end_phy: int = 0, prev_end_ts: int = 0):
+        self.path, self.name = Path(path), name
+        self.S, self.N = hash_slot_num, index_num
+        self.size = ixf.file_size(hash_slot_num, index_num)
+        self.slots = array("i", bytes(4 * hash_slot_num))
+        self.begin_ts = self.end_ts = prev_end_ts if prev_end_ts > 0 else 0
+        self.begin_phy = self.end_phy = prev_end_phy if prev_end_phy > 0 else 0
+        self.hash_slot_count = 0
+        self.index_count = 1
+        self._buf = bytearray()
+        self._buf_first = 1            # item number of the first buffered item
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.ftruncate(self._fd, self.size)
+        self._items_base = ixf.HEADER_SIZE + 4 * hash_slot_num
+
+    @property
+    def full(self) -> bool:
+        return self.index_count >= self.N
+
+    def put(self, key_hash: int, phy: int, store_ts: int) -> bool:
+        if self.index_count >= self.N:
+            return False
+        slot = key_hash % self.S
+        slot_value = self.slots[slot]
+        if slot_value <= 0 or slot_value > self.index_count:
+            slot_value = 0
+        if self.begin_ts <= 0:
+            diff = 0
+        else:
+            diff = int((store_ts - self.begin_ts) / 1000)   # Java long division truncates toward 0
+            if diff > INT_MAX:
+                diff = INT_MAX
+            elif diff < 0:
+                diff = 0
+        self._buf += ITEM.pack(key_hash, phy, diff, slot_value)
+        n = self.index_count
+        self.slots[slot] = n
+        if n <= 1:
+            self.begin_phy, self.begin_ts = phy, store_ts
+        if slot_value == 0:
+            self.hash_slot_count += 1
+        self.index_count = n + 1
+        self.end_phy, self.end_ts = phy, store_ts
+        if len(self._buf) >= _ITEM_BUF * ixf.ITEM_SIZE:
+            self._flush_items()
+        return True
+
+    def _flush_items(self) -> None:
+        if self._buf:
+            pos = self._items_base + ixf.ITEM_SIZE * self._buf_first
+            view = memoryview(self._buf)
+            while view:
+                n = os.pwrite(self._fd, view, pos)
+                view, pos = view[n:], pos + n
+            self._buf_first += len(self._buf) // ixf.ITEM_SIZE
+            self._buf = bytearray()
+
+    def header_bytes(self) -> bytes:
+        return HEADER.pack(self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
+                           self.hash_slot_count, self.index_count)
+
+    def finish(self) -> None:
+        self._flush_items()
+        os.pwrite(self._fd, self.header_bytes(), 0)
+        raw = self.slots.tobytes() if _BIG_ENDIAN else _swap(self.slots)
+        pos, view = ixf.HEADER_SIZE, memoryview(raw)
+        # skip all-zero stretches: the file is sparse and already zero there
+        step = 1 << 20
+        for off in range(0, len(view), step):
+            chunk = view[off:off + step]
+            if chunk.nbytes and bytes(chunk).count(0) != chunk.nbytes:
+                os.pwrite(self._fd, chunk, pos + off)
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = None
+        self.slots = None
+
+    def abort(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+_BIG_ENDIAN = array("i", [1]).tobytes() == b"\x00\x00\x00\x01"
+
+
+def _swap(a: array) -> bytes:
+    b = array("i", a)
+    b.byteswap()
+    return b.tobytes()
+
+
+class IndexRebuilder:
+    """IndexService.buildIndex over a stream of records, writing files into `out_dir`.
+
+    `names` are the file names to reuse, in order. `prev` is (end_phy, end_ts) of the last full file
+    that is kept (or None to start from nothing), `skip_keys_at` = (phy, n): the record at phy already
+    has its first n keys in the kept file (a record whose keys straddled the file boundary)."""
+
+    def __init__(self, out_dir: Path, hash_slot_num: int, index_num: int, names: list[str],
+                 prev: tuple[int, int] | None = None, prev_name: str | None = None,
+                 skip_keys_at: tuple[int, int] | None = None):
+        self.out_dir = Path(out_dir)
+        self.S, self.N = hash_slot_num, index_num
+        self.names = list(names)
+        self.prev_name = prev_name
+        self.prev = prev
+        self.skip = skip_keys_at
+        self.files: list[IndexFileBuilder] = []
+        self.current: IndexFileBuilder | None = None
+        self.items = 0
+
+    def _new_file(self, store_ts: int) -> IndexFileBuilder:
+        if self.current is not None:
+            prev_phy, prev_ts = self.current.end_phy, self.current.end_ts
+            self.current.finish()
+        elif self.prev is not None:
+            prev_phy, prev_ts = self.prev
+        else:
+            prev_phy = prev_ts = 0
+        k = len(self.files)
+        last = self.files[-1].name if self.files else self.prev_name
+        if k < len(self.names) and (last is None or self.names[k] > last):
+            name = self.names[k]
+        else:
+            name = _name_after(last, store_ts)
+        f = IndexFileBuilder(self.out_dir / name, name, self.S, self.N, prev_phy, prev_ts)
+        self.files.append(f)
+        self.current = f
+        return f
+
+    def dispatch(self, offset: int, store_ts: int, sys_flag: int, topic: str, props: dict) -> None:
+        f = self.current
+        if f is None or f.full:
+            f = self._new_file(store_ts)
+        if offset < f.end_phy:
+            return
+        if (sys_flag & cl.TRANSACTION_MASK) == cl.TRANSACTION_ROLLBACK_TYPE:
+            return
+        keys = index_keys(props)
+        if not keys:
+            return
+        if self.skip is not None and self.skip[0] == offset:
+            keys = keys[self.skip[1]:]
+            self.skip = None
+        for k in keys:
+            h = _jhash(f"{topic}#{k}")
+            while not f.put(h, offset, store_ts):
+                f = self._new_file(store_ts)
+            self.items += 1
+
+    def finish(self) -> list[IndexFileBuilder]:
+        if self.current is not None:
+            self.current.finish()
+            self.current = None
+        return self.files
+
+    def abort(self) -> None:
+        for f in self.files:
+            f.abort()

@@ -1,0 +1,667 @@
+"""Offline abnormal recovery (store-format §7.4, §7.6, §7.7), planned, journaled and undoable.
+
+What it does, in the order it is applied (the order makes a re-run after kill -9 converge: each step
+is recomputed from the store as it is, and `abort` goes last, so an interrupted repair still looks
+unclean to the broker):
+
+1. commitlog: find the end of valid data the way recoverAbnormally does (start file chosen from the
+   checkpoint by isMappedFileMatchedRecover, records checked by checkMessageAndReturnSize: size,
+   magic, body CRC, DELAY parse, length formula) plus two checks the broker lacks: PHYSICALOFFSET must
+   equal the position (stale bytes, R17) and a present __CRC32# property must match (R15). Zero-fill
+   the tail of the file holding that end (the broker leaves garbage there, §7.7) and quarantine every
+   later file (the broker deletes them). A zero-length last file is removed (5.x does that too).
+2. consume queues: ConsumeQueue.recover (last three files, first invalid unit) and
+   truncateDirtyLogicFiles(end), with zero-filled tails; then every valid record from the scan start
+   that is missing is appended with the broker's dispatch rules (rmqctl.dispatch, rebuild_cq).
+3. index: index files are kept while they are full and end before the cut; the rest is regenerated
+   from the last kept file's end with IndexService's rules (rebuild_index) -- the broker instead
+   deletes every file newer than indexMsgTimestamp and re-indexes only from its recovery start file,
+   losing keys (R13).
+4. checkpoint (checkpoint_write), 5. remove `abort`: the broker then runs a normal recovery.
+
+A corrupt record in the middle (--on-corruption):
+* ``stop`` (default): like the broker, the valid data ends there; everything after it is moved to the
+  quarantine (nothing is lost: `undo` puts it back). The result is what the broker itself would keep.
+* ``quarantine``: keep the valid records after the bad range. Zero-filling the range would not do:
+  the broker stops at zeros and truncates. The range is instead overwritten by ONE synthetic record
+  that passes checkMessageAndReturnSize: topic ``rmqctl_quarantine``, transaction type ROLLBACK (so
+  the broker puts it in no consume queue and no index), QUEUEOFFSET 0, PHYSICALOFFSET = its position,
+  property RMQCTL_QUARANTINED=<start>-<end>, body of zero padding with its CRC, timestamps and store
+  host of the previous record. When the good data resumes only in the next file, a BLANK record
+  (the broker's own end-of-file marker) is written instead. The original bytes are in the quarantine.
+  Queue offsets that the lost records held are filled with units pointing at the synthetic record, so
+  every later unit keeps the slot its QUEUEOFFSET says (the broker would shift them, "[BUG]logic queue
+  order maybe wrong"); a consumer of that queue receives the placeholder once per lost message.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmqctl import dispatch as D
+from rmqctl.errors import IOFailure, ProblemsFound, UsageError
+from rmqctl.repair import checkpoint_write as CK
+from rmqctl.repair import rebuild_cq as RC
+from rmqctl.repair.plan import Action, Plan
+from rmqctl.repair.rebuild_index import IndexRebuilder
+from rmqctl.scan import BLANK_RECORD, END, ZEROS, FileWalk, find_next_record, last_nonzero
+from rmqctl.store.commitlog import CommitLog, Walk, open_ro
+from rmqctl.store.files import offset_name
+
+V1, V2 = -626843481, -626843477
+BLANK_MAGIC = -875286124
+QUARANTINE_TOPIC = "rmqctl_quarantine"
+QUARANTINE_PROP = "RMQCTL_QUARANTINED"
+
+
+@dataclass
+class Options:
+    on_corruption: str = "stop"          # stop | quarantine
+    from_start: bool = False             # validate and dispatch from the first commitlog file
+    check_prop_crc: bool = True
+
+
+@dataclass
+class Filler:
+    start: int
+    end: int
+    kind: str                    # record | blank
+    data: bytes                  # the 8-byte blank header or the whole synthetic record
+    store_ts: int = 0
+
+
+@dataclass
+class Ctx:
+    """Everything analyze() learned, needed by apply()."""
+
+    plan: Plan
+    staging: Path
+    cut: int = 0
+    last_valid: int | None = None
+    last_store_ts: int | None = None
+    fillers: list = field(default_factory=list)
+    index_files_final: list = field(default_factory=list)   # (name, header) of the index after the repair
+
+
+# --------------------------------------------------------------------------------------------------
+# the broker's choices
+
+def _first_record_ts(path) -> tuple[int, int] | None:
+    """(magic, storeTimestamp) of a file's first record, as isMappedFileMatchedRecover reads them."""
+    with open_ro(path) as fd:
+        head = os.pread(fd, 76, 0)
+    if len(head) < 76:
+        return None
+    magic = struct.unpack_from(">i", head, 4)[0]
+    sys_flag = struct.unpack_from(">i", head, 36)[0]
+    pos = 48 + (20 if sys_flag & 0x10 else 8)
+    return magic, struct.unpack_from(">q", head, pos)[0]
+
+
+def broker_start_file(store, files, ckpt) -> tuple[int, str]:
+    """recoverAbnormally's start file: the last file whose first record has a message magic, a
+    non-zero store timestamp <= checkpoint.getMinTimestamp(); else file 0."""
+    min_ts = ckpt.min_timestamp if ckpt is not None else 0
+    for i in range(len(files) - 1, -1, -1):
+        f = files[i]
+        if f.size < 76:
+            continue
+        mt = _first_record_ts(f.path)
+        if mt is None:
+            continue
+        magic, ts = mt
+        if magic not in (V1, V2) or ts == 0:
+            continue
+        if ts <= min_ts:
+            return i, (f"first record stored at {ts} <= checkpoint min timestamp {min_ts} "
+                       "(min(physic, logics) - 3 s)")
+    return 0, f"no file's first record is older than the checkpoint min timestamp {min_ts}: full scan from file 0"
+
+
+# --------------------------------------------------------------------------------------------------
+# synthetic records
+
+def make_filler_record(start: int, length: int, prev=None) -> bytes | None:
+    """A valid ROLLBACK-type record of exactly `length` bytes at `start` (None if it cannot fit)."""
+    props = f"{QUARANTINE_PROP}\x01{start}-{start + length}\x02".encode()
+    topic = QUARANTINE_TOPIC.encode()
+    fixed = 91 + len(topic) + len(props)
+    body_len = length - fixed
+    if body_len < 0 or length > 0x7FFFFFFF:
+        return None
+    body = bytes(body_len)
+    ts = prev.store_timestamp if prev is not None else 0
+    store_host = (prev.store_host_raw, prev.store_port) if prev is not None and len(prev.store_host_raw) == 4 \
+        else (b"\x7f\x00\x00\x01", 0)
+    rec = bytearray()
+    rec += struct.pack(">iiiiiqqiq", length, V1, zlib.crc32(body) & 0x7FFFFFFF, 0, 0, 0, start, 0xC, ts)
+    rec += store_host[0] + struct.pack(">i", store_host[1])       # born host = store host
+    rec += struct.pack(">q", ts)
+    rec += store_host[0] + struct.pack(">i", store_host[1])
+    rec += struct.pack(">iqi", 0, 0, body_len) + body
+    rec += struct.pack(">b", len(topic)) + topic
+    rec += struct.pack(">h", len(props)) + props
+    assert len(rec) == length
+    return bytes(rec)
+
+
+# --------------------------------------------------------------------------------------------------
+# analysis
+
+def _rel(store, p) -> str:
+    try:
+        return str(Path(p).relative_to(store.root))
+    except ValueError:
+        return str(p)
+
+
+def _check_layout(store, plan: Plan) -> None:
+    """No symlink followed out of the store; nothing the broker would refuse in commitlog/."""
+    for name in ("commitlog", "consumequeue", "index", "checkpoint", "abort"):
+        p = store.root / name
+        if p.is_symlink():
+            raise UsageError(f"{name} is a symlink; rmqctl does not follow symlinks out of the store", path=p)
+    for p, why in store.commitlog.strays:
+        plan.problems.append(f"{_rel(store, p)}: {why} (the broker refuses to start; move it away by hand)")
+
+
+def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
+    plan = Plan(store=str(store.root), abort=store.abort_exists)
+    ctx = Ctx(plan, Path(staging))
+    _check_layout(store, plan)
+    cfg = store.config
+    fsize = cfg.commitlog_file_size
+    files = list(store.commitlog.files)
+    # 5.x deletes a zero-length LAST file by itself; 4.9 refuses to start. Other size mismatches: refuse.
+    while files and files[-1].size == 0:
+        f = files.pop()
+        plan.add(Action("delete_file", _rel(store, f.path), "zero-length last commitlog file (a segment created "
+                        "but never sized when the broker died, R6); 4.9 refuses to start on it", group="commitlog",
+                        payload=f.path))
+    for f in files:
+        if f.size != fsize:
+            plan.problems.append(f"{_rel(store, f.path)}: size {f.size} != mappedFileSizeCommitLog {fsize}; "
+                                 "the broker refuses to start; not repaired automatically")
+    if plan.problems:
+        return ctx
+    if not files:
+        plan.problems.append("no commitlog files: nothing to recover from (the broker would destroy every "
+                             "consume queue)")
+        return ctx
+
+    ckpt = store.checkpoint()
+    si, reason = broker_start_file(store, files, ckpt)
+    if opts.from_start:
+        scan_start = files[0].start
+    else:
+        scan_start = files[si].start
+    plan.broker = {"recovery": "abnormal" if plan.abort else "normal",
+                   "start_file": files[si].path.name if plan.abort else None,
+                   "start_reason": reason if plan.abort else "normal recovery (no abort file)"}
+
+    # ---- pass 1: where does valid data end? -------------------------------------------------
+    cl = CommitLog(store)
+    cl.queue.files = files
+    segments = []               # [start, end) ranges of valid records, in order
+    seg_start = scan_start
+    pos = scan_start
+    last = None
+    broker_stop = None
+    while True:
+        walk = Walk()
+        for r in cl.records(pos, walk=walk, check_prop_crc=opts.check_prop_crc):
+            last = (r.offset, r.store_timestamp, r.store_host_raw, r.store_port)
+            if progress:
+                progress.advance(r.total_size)
+        stop = walk.ends[-1].stop if walk.ends else None
+        end = stop.offset if stop is not None else pos
+        corrupt = stop is not None and stop.kind not in (END, BLANK_RECORD, ZEROS)
+        f = store.commitlog.file_for(end, fsize) if stop is not None else None
+        resume = None
+        if stop is not None and f is not None:
+            resume = _find_resume(store, files, f, stop, fsize)
+        if broker_stop is None:
+            broker_stop = {"offset": end, "kind": stop.kind if stop else "end",
+                           "detail": stop.detail if stop else ""}
+        if resume is None or (not corrupt and stop.kind != ZEROS):
+            segments.append((seg_start, end))
+            break
+        if opts.on_corruption != "quarantine":
+            segments.append((seg_start, end))
+            what = f"corrupt record ({stop.kind}: {stop.detail})" if corrupt else "unwritten zeros"
+            plan.notes.append(
+                f"commitlog offset {end}: {what}, but valid records resume at {resume}; they are dropped "
+                "like the broker would drop them (kept in the quarantine; --on-corruption quarantine keeps them)")
+            break
+        # quarantine the bad range and continue after it
+        segments.append((seg_start, end))
+        fill = _filler(end, resume, f, fsize, last)
+        ctx.fillers.append(fill)
+        plan.add(Action("write_record", _rel(store, f.path), (
+            f"bad range [{end}, {fill.end}) ({stop.kind}: {stop.detail}) replaced by a "
+            + ("BLANK end-of-file record" if fill.kind == "blank" else
+               f"synthetic ROLLBACK record in topic {QUARANTINE_TOPIC} (not dispatched)")
+            + f"; valid records resume at {resume}"),
+            offset=end - f.start, length=len(fill.data), payload=(f.path, end - f.start, fill.data)))
+        if fill.kind == "record":
+            last = (fill.start, fill.store_ts, b"", 0)
+        seg_start = pos = resume
+    cut = segments[-1][1]
+    ctx.cut = cut
+    if last is not None:
+        ctx.last_valid, ctx.last_store_ts = last[0], last[1]
+    plan.commitlog = {"scan_start": scan_start, "valid_end": cut, "last_valid": ctx.last_valid,
+                      "stop": broker_stop if not ctx.fillers else {"offset": cut}}
+    plan.broker.update({"valid_end": broker_stop["offset"], "stop": broker_stop["kind"],
+                        "confirm_offset": ctx.last_valid if ctx.last_valid is not None else files[si].start})
+
+    # ---- commitlog actions ----------------------------------------------------------------
+    cut_file = store.commitlog.file_for(cut, fsize)
+    if cut_file is None and cut == files[-1].start + fsize:
+        cut_file = None
+    if cut_file is not None:
+        with open_ro(cut_file.path) as fd:
+            lnz = last_nonzero(fd, cut - cut_file.start, cut_file.size)
+        if lnz > cut - cut_file.start:
+            plan.add(Action("zero_range", _rel(store, cut_file.path),
+                            f"bytes after the last valid record ({broker_stop['kind']} at {cut}); the broker leaves "
+                            "them on disk (stale data that may pass checks later, R17)",
+                            offset=cut - cut_file.start, length=lnz - (cut - cut_file.start),
+                            payload=(cut_file.path, cut - cut_file.start, lnz - (cut - cut_file.start))))
+    later = [f for f in files if f.start > cut or (cut_file is None and f.start >= cut)]
+    if cut_file is not None:
+        later = [f for f in files if f.start > cut_file.start]
+    for f in later:
+        plan.add(Action("delete_file", _rel(store, f.path), f"commitlog file after the end of valid data {cut}; the "
+                        "broker would delete it without a copy", group="commitlog", payload=f.path))
+    plan.broker["deletes_commitlog_files"] = [f.path.name for f in later]
+
+    # ---- consume queues -------------------------------------------------------------------
+    states = {}
+    lower = scan_start
+    for topic, qid in store.queues():
+        st = RC.truncate_state(store, topic, qid, cut)
+        states[(topic, qid)] = st
+        if st.dropped_valid_below is not None and not opts.from_start:
+            lower = min(lower, max(st.max_phys, files[0].start) if st.max_phys >= 0 else files[0].start)
+    truncated = [f"{t}/{q}" for (t, q), st in states.items() if st.dropped_units]
+    plan.broker["truncates_queues"] = truncated
+
+    # ---- index: which files stay ----------------------------------------------------------
+    idx = _index_plan(store, cut) if cfg.message_index_enable else None
+    dispatch_start = min(lower, idx["from"]) if idx is not None else lower
+    dispatch_start = max(dispatch_start, files[0].start)
+    if ckpt is not None and plan.abort:
+        plan.broker["deletes_index_files"] = [p.name for p, h in _index_headers(store)
+                                              if h[1] > ckpt.index_msg_timestamp]
+
+    # ---- pass 2: dispatch ------------------------------------------------------------------
+    if dispatch_start < segments[0][0]:
+        segments[0] = (dispatch_start, segments[0][1])
+    rebuilder = None
+    if idx is not None:
+        (ctx.staging / "index").mkdir(parents=True, exist_ok=True)
+        rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num, idx["names"],
+                                   prev=idx["prev"], prev_name=idx["prev_name"], skip_keys_at=idx["skip"])
+    try:
+        _dispatch(store, cl, segments, scan_start, states, rebuilder, ctx.fillers, idx)
+    except BaseException:
+        if rebuilder:
+            rebuilder.abort()
+        raise
+    built = rebuilder.finish() if rebuilder else []
+
+    # ---- consume-queue actions ------------------------------------------------------------
+    n_units = 0
+    for (topic, qid), st in sorted(states.items()):
+        n_units += st.added
+        qdir = ctx.staging / "cq" / topic / str(qid)
+        for start, data in st.new_file_contents(lambda p: RC.read_file(p, st.file_size)):
+            qdir.mkdir(parents=True, exist_ok=True)
+            staged = qdir / offset_name(start)
+            RC.write_staged(staged, data)
+            path = st.path_for(start)
+            exists = path.exists()
+            plan.add(Action("write_file" if exists else "create_file", _rel(store, path),
+                            f"consume queue {topic}/{qid}: " + _cq_why(st), group="consumequeue",
+                            payload=(path, staged)))
+        for f in st.delete_files():
+            plan.add(Action("delete_file", _rel(store, f.path), f"consume queue {topic}/{qid}: file holds only "
+                            f"units at or after the end of valid data {cut}", group="consumequeue", payload=f.path))
+
+    # ---- index actions --------------------------------------------------------------------
+    if idx is not None:
+        final = [(p.name, h) for p, h in idx["kept"]]
+        for b in built:
+            path = store.index_dir / b.name
+            final.append((b.name, (b.begin_ts, b.end_ts, b.begin_phy, b.end_phy, b.hash_slot_count, b.index_count)))
+            staged = Path(b.path)
+            if path.exists() and _same_file(path, staged):
+                staged.unlink()
+                continue
+            plan.add(Action("write_file" if path.exists() else "create_file", _rel(store, path),
+                            f"index file regenerated from commitlog offset {idx['from']} "
+                            f"({b.index_count - 1} items)", group="index", payload=(path, staged)))
+        built_names = {b.name for b in built}
+        for p in idx["drop"]:
+            if p.name not in built_names:
+                plan.add(Action("delete_file", _rel(store, p), "index file not consistent with the commitlog and "
+                                "not produced by the regeneration", group="index", payload=p))
+        ctx.index_files_final = final
+
+    # ---- checkpoint ----------------------------------------------------------------------
+    old = store.checkpoint_path.read_bytes() if store.checkpoint_path.exists() else None
+    full = [h for _, h in ctx.index_files_final if h[5] >= cfg.index_num]
+    new = CK.new_checkpoint(old, last_store_ts=ctx.last_store_ts,
+                            index_msg_ts=full[-1][1] if full else None,
+                            confirm_offset=ctx.last_valid)
+    if new != old and (plan.actions or plan.abort):
+        staged = ctx.staging / "checkpoint"
+        RC.write_staged(staged, new)
+        plan.add(Action("write_file" if old is not None else "create_file", "checkpoint",
+                        f"timestamps/confirm offset for the repaired store: {CK.fields(new)}", group="checkpoint",
+                        payload=(store.checkpoint_path, staged)))
+
+    # ---- abort: last ---------------------------------------------------------------------
+    if plan.abort:
+        plan.add(Action("remove_abort", "abort", "commitlog, consume queues, index and checkpoint are consistent: "
+                        "the broker will run a normal recovery", group="abort", payload=store.abort_path))
+    plan.summary = {"valid_end": cut, "queues_changed": sum(1 for a in plan.actions if a.group == "consumequeue"),
+                    "units_added": n_units, "index_items": rebuilder.items if rebuilder else 0,
+                    "fillers": len(ctx.fillers)}
+    return ctx
+
+
+def _cq_why(st) -> str:
+    parts = []
+    if st.dropped_units:
+        parts.append(f"{st.dropped_units} unit(s) at or after the cut / after the first invalid unit removed")
+    if st.added:
+        parts.append(f"{st.added} missing unit(s) dispatched from the commitlog")
+    return "; ".join(parts) or "tail zero-filled"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def _find_resume(store, files, f, stop, fsize) -> int | None:
+    """Where valid data resumes after a stop: a resync point in the same file, else the first record of
+    a later file (a file whose first record is valid and self-located)."""
+    with open_ro(f.path) as fd:
+        nxt = find_next_record(fd, f.start, f.size, stop.pos)
+    if nxt is not None and stop.kind not in (BLANK_RECORD,):
+        return f.start + nxt
+    for g in files:
+        if g.start <= f.start:
+            continue
+        with open_ro(g.path) as fd:
+            w = FileWalk(fd, g.start, g.size, 0)
+            for _ in w:
+                return g.start
+        return None
+    return None
+
+
+def _filler(start: int, resume: int, f, fsize: int, last) -> Filler:
+    class _Prev:
+        pass
+    prev = None
+    if last is not None:
+        prev = _Prev()
+        prev.store_timestamp, prev.store_host_raw, prev.store_port = last[1], last[2] or b"\x7f\0\0\x01", last[3]
+    if resume < f.start + fsize:
+        data = make_filler_record(start, resume - start, prev)
+        if data is not None:
+            return Filler(start, resume, "record", data, prev.store_timestamp if prev else 0)
+    # the good data is in a later file (or the gap is too small for a record): BLANK to the end of file
+    size = f.start + fsize - start
+    return Filler(start, f.start + fsize, "blank", struct.pack(">ii", size, BLANK_MAGIC))
+
+
+def _index_headers(store):
+    from rmqctl.store.index import HEADER
+
+    out = []
+    for p in store.index_files():
+        with open_ro(p) as fd:
+            data = os.pread(fd, 40, 0)
+        if len(data) < 40:
+            data = data.ljust(40, b"\0")
+        out.append((p, HEADER.unpack(data)))
+    return out
+
+
+def _index_plan(store, cut: int) -> dict:
+    """Keep full index files that end before the cut; regenerate from there."""
+    from rmqctl.store.index import IndexFile
+
+    cfg = store.config
+    heads = _index_headers(store)
+    kept = []
+    for p, h in heads:
+        begin_ts, end_ts, begin_phy, end_phy, slots, count = h
+        if count >= cfg.index_num and end_phy < cut and p.stat().st_size == cfg.index_file_size:
+            kept.append((p, h))
+        else:
+            break
+    rest = heads[len(kept):]
+    if kept:
+        p, h = kept[-1]
+        end_phy = h[3]
+        # how many of the record-at-end_phy's keys the kept file already holds
+        n = 0
+        with IndexFile(p, cfg.hash_slot_num, cfg.index_num) as ixf:
+            k = h[5] - 1
+            while k >= 1:
+                if ixf.item(k)[1] != end_phy:
+                    break
+                n += 1
+                k -= 1
+        return {"kept": kept, "prev": (h[3], h[1]), "prev_name": p.name, "skip": (end_phy, n),
+                "from": end_phy, "names": [q.name for q, _ in rest], "drop": [q for q, _ in rest]}
+    return {"kept": [], "prev": None, "prev_name": None, "skip": None, "from": store.commitlog.min_offset,
+            "names": [q.name for q, _ in rest], "drop": [q for q, _ in rest]}
+
+
+def _dispatch(store, cl, segments, validated_from, states, rebuilder, fillers, idx) -> None:
+    cfg = store.config
+    delay = cfg.delay_levels
+    fill_at = {f.start: f for f in fillers}
+    goes_cq, tags_code = D.goes_to_consume_queue, D.tags_code
+    idx_from = idx["from"] if idx is not None else None
+    for si, (a, b) in enumerate(segments):
+        walk = Walk()
+        for r in cl.records(a, b, check_crc=a < validated_from, walk=walk):
+            props = r.properties
+            if goes_cq(r.sys_flag):
+                key = (r.topic, r.queue_id)
+                st = states.get(key)
+                if st is None:
+                    st = states[key] = RC.empty_state(store, r.topic, r.queue_id)
+                if fillers and st.base is not None and r.queue_offset * 20 > st.end and r.offset + r.total_size > st.max_phys:
+                    _pad_with_filler(st, r, fillers)
+                st.put(r.offset, r.total_size, tags_code(r.topic, props, r.store_timestamp, delay), r.queue_offset)
+            if rebuilder is not None and r.offset >= idx_from:
+                rebuilder.dispatch(r.offset, r.store_timestamp, r.sys_flag, r.topic, props)
+        stop = walk.ends[-1].stop if walk.ends else None
+        if a < validated_from and stop is not None and stop.offset < min(b, validated_from) \
+                and stop.kind not in (END, BLANK_RECORD):
+            raise ProblemsFound(f"corrupt record before the broker's recovery start file ({stop.kind}: "
+                                f"{stop.detail}); run `rmqctl recover --from-start`", offset=stop.offset)
+        f = fill_at.get(b)
+        if f is not None and f.kind == "record" and rebuilder is not None and f.start >= idx_from:
+            rebuilder.dispatch(f.start, f.store_ts, 0xC, QUARANTINE_TOPIC, {})
+
+
+def _pad_with_filler(st, r, fillers) -> None:
+    cands = [f for f in fillers if f.kind == "record" and st.max_phys <= f.start < r.offset]
+    if not cands:
+        return
+    f = cands[-1]
+    while st.end < r.queue_offset * 20:
+        st.out += RC.UNIT.pack(f.start, f.end - f.start, 0)
+        st.end += 20
+        st.added += 1
+
+
+# --------------------------------------------------------------------------------------------------
+# apply
+
+def apply(store, ctx: Ctx, journal, *, progress=None) -> int:
+    """Carry out the plan in order, journaling each step. Returns the number of steps done."""
+    from rmqctl.repair import journal_ops as JO
+
+    n = 0
+    for a in ctx.plan.actions:
+        if a.kind == "delete_file":
+            p = Path(a.payload)
+            if p.exists():
+                JO.delete_file(journal, p)
+        elif a.kind == "zero_range":
+            path, off, length = a.payload
+            JO.write_range(journal, path, off, zeros=length)
+        elif a.kind == "write_record":
+            path, off, data = a.payload
+            JO.write_range(journal, path, off, data)
+        elif a.kind in ("write_file", "create_file"):
+            path, staged = a.payload
+            JO.install_file(journal, path, staged)
+        elif a.kind == "remove_abort":
+            if Path(a.payload).exists():
+                JO.delete_file(journal, a.payload)
+        n += 1
+        if progress:
+            progress.advance(1)
+    return n
+
+
+def make_staging(parent: Path | None) -> Path:
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+        d = parent
+        for sub in ("index", "cq"):
+            p = d / sub
+            if p.exists():
+                shutil.rmtree(p)
+        return d
+    return Path(tempfile.mkdtemp(prefix="rmqctl-plan-"))
+
+
+def check_space(store, ctx: Ctx) -> None:
+    """Refuse before changing anything when the staged files cannot be installed: hard links and
+    renames need no space, but journaled ranges are copied into the quarantine."""
+    need = sum(a.length or 0 for a in ctx.plan.actions if a.kind in ("zero_range", "write_record"))
+    st = os.statvfs(store.root)
+    free = st.f_bavail * st.f_frsize
+    if need > free:
+        raise IOFailure(f"not enough free space for the quarantine copy: need {need} bytes, {free} free; "
+                        "nothing was changed", path=store.root)
+
+
+# --------------------------------------------------------------------------------------------------
+# rebuild cq | index
+
+def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None, queue: int | None = None,
+                    progress=None) -> Ctx:
+    """Regenerate consume queues or index files from every valid commitlog record (from the first file
+    to the first record the broker's recovery would stop at), build them in `staging`, and plan to
+    swap in the files whose bytes differ."""
+    plan = Plan(store=str(store.root), abort=store.abort_exists)
+    ctx = Ctx(plan, Path(staging))
+    _check_layout(store, plan)
+    cfg = store.config
+    files = store.commitlog.files
+    if plan.problems:
+        return ctx
+    cl = CommitLog(store)
+    walk = Walk()
+    states: dict = {}
+    if what == "cq":
+        for t, q in store.queues():
+            if (topic is None or t == topic) and (queue is None or q == queue):
+                states[(t, q)] = RC.empty_state(store, t, q)
+    rebuilder = None
+    if what == "index":
+        (ctx.staging / "index").mkdir(parents=True, exist_ok=True)
+        rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num,
+                                   [p.name for p in store.index_files()])
+    delay = cfg.delay_levels
+    last = None
+    try:
+        for r in cl.records(walk=walk):
+            last = r.offset
+            if progress:
+                progress.advance(r.total_size)
+            if what == "cq":
+                if not D.goes_to_consume_queue(r.sys_flag):
+                    continue
+                if (topic is not None and r.topic != topic) or (queue is not None and r.queue_id != queue):
+                    continue
+                key = (r.topic, r.queue_id)
+                st = states.get(key)
+                if st is None:
+                    st = states[key] = RC.empty_state(store, r.topic, r.queue_id)
+                st.put(r.offset, r.total_size, D.tags_code(r.topic, r.properties, r.store_timestamp, delay),
+                       r.queue_offset)
+            else:
+                rebuilder.dispatch(r.offset, r.store_timestamp, r.sys_flag, r.topic, r.properties)
+    except BaseException:
+        if rebuilder:
+            rebuilder.abort()
+        raise
+    stop = walk.ends[-1].stop if walk.ends else None
+    end = stop.offset if stop is not None else (files[0].start if files else 0)
+    ctx.cut, ctx.last_valid = end, last
+    plan.commitlog = {"scan_start": files[0].start if files else 0, "valid_end": end,
+                      "stop": {"kind": stop.kind, "detail": stop.detail} if stop else None}
+    if stop is not None and stop.kind not in (END, BLANK_RECORD, ZEROS):
+        plan.notes.append(f"the commitlog has a corrupt record at {end} ({stop.kind}); the rebuild covers the "
+                          "records before it, like the broker's recovery would (run `rmqctl recover`)")
+    if what == "cq":
+        for (t, q), st in sorted(states.items()):
+            qdir = ctx.staging / "cq" / t / str(q)
+            for start, data in st.new_file_contents(lambda p: RC.read_file(p, st.file_size)):
+                qdir.mkdir(parents=True, exist_ok=True)
+                staged = qdir / offset_name(start)
+                RC.write_staged(staged, data)
+                path = st.path_for(start)
+                plan.add(Action("write_file" if path.exists() else "create_file", _rel(store, path),
+                                f"consume queue {t}/{q} regenerated ({st.added} units)", group="consumequeue",
+                                payload=(path, staged)))
+            for f in st.delete_files():
+                plan.add(Action("delete_file", _rel(store, f.path), f"consume queue {t}/{q}: no record of the "
+                                "commitlog belongs in this file", group="consumequeue", payload=f.path))
+        plan.summary = {"queues": len(states), "units": sum(s.added for s in states.values())}
+    else:
+        built = rebuilder.finish()
+        names = set()
+        for b in built:
+            names.add(b.name)
+            path = store.index_dir / b.name
+            staged = Path(b.path)
+            if path.exists() and _same_file(path, staged):
+                staged.unlink()
+                continue
+            plan.add(Action("write_file" if path.exists() else "create_file", _rel(store, path),
+                            f"index file regenerated ({b.index_count - 1} items)", group="index",
+                            payload=(path, staged)))
+        for p in store.index_files():
+            if p.name not in names:
+                plan.add(Action("delete_file", _rel(store, p), "index file not produced by the regeneration",
+                                group="index", payload=p))
+        plan.summary = {"index_files": len(built), "items": rebuilder.items}
+    return ctx
