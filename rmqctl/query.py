@@ -284,15 +284,17 @@ class QueryEngine:
             pick.close()
             v.close()
 
-    def by_time_range(self, topic: str, begin: int, end: int, limit: int | None = None):
+    def by_time_range(self, topic: str, begin: int, end: int, limit: int | None = None,
+                      queue_id: int | None = None):
         """Messages of every queue of `topic` stored in [begin, end], merged in commitlog order. Each queue
         is bisected twice (first offset >= begin, first offset >= end+1), then read sequentially."""
         from rmqctl.store.timesearch import CommitLogTimes, offset_in_queue_by_time
 
-        qids = [q for t, q in self.store.queues() if t == topic]
+        qids = [q for t, q in self.store.queues() if t == topic and queue_id in (None, q)]
         if not qids:
             self.note(f"no consume queue for topic {topic}: scanning the commitlog")
-            yield from self._scan(lambda r: r.topic == topic and goes_to_consume_queue(r.sys_flag)
+            yield from self._scan(lambda r: r.topic == topic and queue_id in (None, r.queue_id)
+                                  and goes_to_consume_queue(r.sys_flag)
                                   and begin <= r.store_timestamp <= end, limit=limit, keep="first")
             return
         pick = CommitLogTimes(self.store)

@@ -114,9 +114,7 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
         elif mode == "--time":
             it = q.by_time(topic, queue, time, count)
         elif mode == "range":
-            it = q.by_time_range(topic, b, e, max_num)
-            if queue is not None:
-                it = (r for r in it if r.queue_id == queue)
+            it = q.by_time_range(topic, b, e, max_num, queue)
         else:
             k, uniq = (key, False) if mode == "--key" else (uniq_key, True)
             n = 64 if max_num is None else max_num
