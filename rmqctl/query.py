@@ -292,7 +292,8 @@ class QueryEngine:
 
         qids = [q for t, q in self.store.queues() if t == topic and queue_id in (None, q)]
         if not qids:
-            self.note(f"no consume queue for topic {topic}: scanning the commitlog")
+            which = topic if queue_id is None else f"{topic}/{queue_id}"
+            self.note(f"no consume queue for {which}: scanning the commitlog")
             yield from self._scan(lambda r: r.topic == topic and queue_id in (None, r.queue_id)
                                   and goes_to_consume_queue(r.sys_flag)
                                   and begin <= r.store_timestamp <= end, limit=limit, keep="first")
