@@ -92,6 +92,21 @@ def _check_commitlog_files(store, report: Report, gaps: list) -> list:
     return walk
 
 
+def _last_data_file(files) -> int:
+    for i in range(len(files) - 1, -1, -1):
+        try:
+            fd = os.open(files[i].path, os.O_RDONLY)
+        except OSError:
+            return i
+        try:
+            head = os.pread(fd, 8, 0)
+        finally:
+            os.close(fd)
+        if head.strip(b"\0"):
+            return i
+    return 0
+
+
 def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, progress=None) -> Report:
     t0 = time.time()
     root = store.root
@@ -111,9 +126,17 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     if scanned and files:
         base = clc.ScanContext(str(root), cfg.commitlog_file_size, cfg.cq_file_size, tuple(cfg.delay_levels),
                                lock_held=lock_held, check_cq="cq" in areas, batch_topics=batch_topics)
+        # The broker pre-allocates the next file: trailing files that start with zeros hold no data,
+        # so the "last file" (where zeros after the last record are normal) is the last one with data.
+        last_data = _last_data_file(files)
+        if last_data < len(files) - 1:
+            findings.append(Finding(INFO, "commitlog.preallocated", str(files[last_data + 1].path),
+                                    files[last_data + 1].start, None, None,
+                                    f"{len(files) - 1 - last_data} empty pre-allocated file(s) after the last "
+                                    f"written one (the broker's recovery deletes them)"))
         args = []
         for i, f in enumerate(files):
-            ctx = clc.ScanContext(**{**base.__dict__, "is_last": i == len(files) - 1})
+            ctx = clc.ScanContext(**{**base.__dict__, "is_last": i >= last_data})
             args.append((ctx, str(f.path), f.start, f.size))
         if jobs > 1 and len(files) > 1:
             import multiprocessing as mp
@@ -139,7 +162,7 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
         prev = fr
         messages += fr.messages
         nbytes += fr.bytes
-    cl_min = store.commitlog.min_offset
+    cl_min = max(0, store.commitlog.min_offset)   # -1 (no file) reads as 0
     # the logical end: where the broker's recovery would stop = after the last valid record
     cl_end = max((fr.end for fr in results), default=cl_min)
     last_ts = None

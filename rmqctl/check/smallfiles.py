@@ -55,7 +55,7 @@ def check_checkpoint(store, findings: list, cl_end: int | None, last_store_ts: i
                                     f"{name} is later than the last message's store time"))
     for name, off, v in (("masterFlushedOffset", 24, ck.master_flushed_offset),
                          ("confirmPhyOffset", 32, ck.confirm_phy_offset)):
-        if v < 0 or (cl_end is not None and v > cl_end):
+        if v < 0 or (v > 0 and cl_end is not None and v > cl_end):
             findings.append(Finding(ERROR, "checkpoint.offset", p, off, f"0..{cl_end}", v,
                                     f"{name} outside the commitlog"))
     if ck.size >= 40:
