@@ -22,7 +22,13 @@ public final class Main {
         realOut = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
         System.setOut(System.err);
         System.setProperty("rocketmq.client.logUseSlf4j", "true");
-        System.setProperty("rmq.logback.configurationFile", "rmq.logback-test.xml");
+        if (System.getenv("ORACLE_LOG") != null && !System.getenv("ORACLE_LOG").isEmpty()) {
+            // broker logs (INFO) to stderr, e.g. to see why load() failed
+            System.setProperty("rmq.logback.configurationFile", "oracle-debug-rmq.logback.xml");
+            System.setProperty("logback.configurationFile", "oracle-debug-logback.xml");
+        } else {
+            System.setProperty("rmq.logback.configurationFile", "rmq.logback-test.xml");
+        }
         int rc;
         try {
             rc = run(args);
