@@ -47,19 +47,15 @@ def _progress(total: int, desc: str):
 
 
 def _emit(ctx, as_json: bool, extra: dict) -> None:
-    from rmqctl.terminal import out
-
     if as_json:
         d = ctx.plan.to_json()
         d.update(extra)
         sys.stdout.write(json.dumps(d) + "\n")
         sys.stdout.flush()
         return
-    o = out()
-    for line in ctx.plan.text_lines():
-        o.print(line)
-    for k, v in extra.items():
-        o.print(f"{k}: {v}")
+    lines = ctx.plan.text_lines() + [f"{k}: {v}" for k, v in extra.items()]
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
 
 
 def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str, build) -> int:
@@ -224,11 +220,3 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf):
 
     return _run(store_dir, conf, dry_run, as_json, f"rebuild-{what}", build)
 
-
-def __getattr__(name):
-    # The command registry maps `undo` to this module; the command itself lives in undo_cmd.
-    if name == "undo":
-        from rmqctl.cli.undo_cmd import undo
-
-        return undo
-    raise AttributeError(name)
