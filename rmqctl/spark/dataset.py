@@ -160,13 +160,14 @@ def _task(splits, acc, opts, kind, stores_cfg, flt):
             split, data = item, None
         cfg = stores_cfg[split.store]
         gen = walk_split(split, opts, data)
-        status = None
+        status, rows = None, 0
         try:
             if kind == "messages":
                 delay, body = cfg["delay_levels"], opts.get("body", False)
                 while True:
                     r = next(gen)
                     if flt is None or flt.accepts(r):
+                        rows += 1
                         yield message_row(r, split.store, delay, body)
             elif kind == "dispatch":
                 args = (cfg["delay_levels"], cfg["enable_lmq"], cfg["enable_multi_dispatch"], cfg["index_enable"])
@@ -178,7 +179,7 @@ def _task(splits, acc, opts, kind, stores_cfg, flt):
                     yield next(gen)
         except StopIteration as e:
             status = e.value
-        acc.add({split.id: status})
+        acc.add({split.id: status, ("rows", split.id): rows})
 
 
 def _norm(uri: str) -> str:
@@ -197,7 +198,7 @@ class StoreInfo:
     consumer_offsets: bytes | None = None
 
 
-def open_stores(spark, refs: list[StoreRef], config_values: dict | None = None, io: str = "auto") -> list[StoreInfo]:
+def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> list[StoreInfo]:
     """Driver side: list each store's commitlog files and read the small config files."""
     from rmqctl.store.config import StoreConfig
     from rmqctl.store.layout import Store
@@ -205,7 +206,7 @@ def open_stores(spark, refs: list[StoreRef], config_values: dict | None = None, 
     out = []
     for ref in refs:
         mode = "pread" if (ref.local and io in ("auto", "pread")) else "binaryfiles"
-        base = StoreConfig().with_values(config_values) if config_values else StoreConfig()
+        base = config or StoreConfig()
         if ref.local:
             store = Store.open(ref.local, base)
             cfg = store.config
@@ -270,10 +271,11 @@ class Dataset:
     opts: dict = field(default_factory=dict)
     last_summary: dict = field(default_factory=dict)
     runs: int = 0
+    rows: int = 0          # message rows yielded by the last (exact) run, after filters
 
     @classmethod
-    def open(cls, spark, refs, *, config_values=None, io="auto", split_size=None, check_crc=True, body=False):
-        infos = open_stores(spark, refs, config_values, io)
+    def open(cls, spark, refs, *, config=None, io="auto", split_size=None, check_crc=True, body=False):
+        infos = open_stores(spark, refs, config, io)
         par = spark.sparkContext.defaultParallelism
         plans = []
         for mode in ("pread", "binaryfiles"):
@@ -338,6 +340,7 @@ class Dataset:
             statuses: dict[int, SplitStatus] = self._acc.value
             exact, fixed, summary = resolve(self.plan, statuses)
             self.last_summary = summary
+            self.rows = sum(v for k, v in statuses.items() if isinstance(k, tuple))
             if exact:
                 return result
             if self.runs >= max_runs:

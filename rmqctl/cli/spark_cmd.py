@@ -1,0 +1,223 @@
+"""rmqctl stats / rmqctl export: the commitlog as a Spark dataset (pyspark is imported inside the
+commands only, never when rmqctl.cli loads)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from rmqctl.cli.options import json_option
+from rmqctl.errors import UsageError
+from rmqctl.status import Exit
+
+
+def spark_options(f):
+    f = click.option("--master", envvar="SPARK_MASTER", default=None,
+                     help="Spark master URL: local[N], spark://host:port, yarn, k8s://... "
+                          "[default: embedded local[*]; env SPARK_MASTER]")(f)
+    f = click.option("--io", type=click.Choice(["auto", "pread", "binaryfiles"]), default="auto", show_default=True,
+                     help="How executors read commitlog files: pread (executors open the local path; needs the "
+                          "same path on every executor) or binaryfiles (bytes through Spark's file systems, "
+                          "whole files; used for hdfs://, s3a://...). auto = pread for local paths.")(f)
+    f = click.option("--split-size", type=click.IntRange(min=1), default=None,
+                     help="Bytes per Spark task inside a commitlog file [default: sized to the cores, "
+                          "16-256 MiB].")(f)
+    f = click.option("--broker-config", type=click.Path(dir_okay=False, exists=True), envvar="RMQCTL_BROKER_CONFIG",
+                     help="broker.conf or JSON with mappedFileSizeCommitLog, messageDelayLevel... "
+                          "[env RMQCTL_BROKER_CONFIG]")(f)
+    f = click.option("--no-crc", is_flag=True, help="Do not check body CRCs (body_crc_ok is then null).")(f)
+    return f
+
+
+def filter_options(f):
+    f = click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).")(f)
+    f = click.option("--queue", "queues", type=int, multiple=True, help="Only this queue id (repeatable).")(f)
+    f = click.option("--key", "keys", multiple=True, help="Only messages with this KEYS entry or UNIQ_KEY (repeatable).")(f)
+    f = click.option("--begin", help="Store time >= this (ms since the epoch or ISO 8601, UTC by default).")(f)
+    f = click.option("--end", help="Store time < this.")(f)
+    f = click.option("--transaction-type", "tx_types", multiple=True,
+                     type=click.Choice(["NOT", "PREPARED", "COMMIT", "ROLLBACK"], case_sensitive=False),
+                     help="Only this transaction type (repeatable).")(f)
+    return f
+
+
+def _filter(topics, queues, keys, begin, end, tx_types):
+    from rmqctl.spark.dataset import Filter
+    from rmqctl.spark.export import parse_time
+
+    return Filter(frozenset(topics), frozenset(queues), frozenset(keys), parse_time(begin), parse_time(end),
+                  frozenset(t.upper() for t in tx_types))
+
+
+def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=False):
+    from rmqctl.spark.dataset import Dataset
+    from rmqctl.spark.plan import parse_store_args
+    from rmqctl.spark.session import get_session
+
+    if not stores:
+        raise UsageError("give at least one STORE directory")
+    refs = parse_store_args(stores)
+    base = None
+    if broker_config:
+        from rmqctl.store.config import StoreConfig
+
+        base = StoreConfig.from_file(broker_config)
+    verbose = (ctx.obj or {}).get("verbose", 0) if ctx.obj else 0
+    spark = get_session(master, verbose=verbose)
+    return Dataset.open(spark, refs, config=base, io=io, split_size=split_size, check_crc=not no_crc,
+                        body=body)
+
+
+def _fmt_ts(ms):
+    from rmqctl.render import fmt_time
+
+    return "" if ms is None else fmt_time(ms)
+
+
+def _size(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+@click.command("stats")
+@click.argument("stores", nargs=-1, metavar="STORE...")
+@spark_options
+@filter_options
+@json_option
+@click.option("--chart", type=click.Path(dir_okay=False, writable=True),
+              help="Write messages per minute per topic as a self-contained chart: FILE.html or FILE.svg.")
+@click.option("--queues/--no-queues", "show_queues", default=None,
+              help="Show the per-queue table [default: when there are at most 64 queues].")
+@click.pass_context
+def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, queues, keys, begin, end, tx_types,
+          as_json, chart, show_queues):
+    """Per store, topic and queue: messages, bytes, first/last store time, size distribution, peak rate,
+    distinct keys (HyperLogLog estimate), and consumer lag per group from config/consumerOffset.json.
+
+    STORE is a store root (the directory holding commitlog/), optionally NAME=PATH; several stores
+    (a whole cluster's brokers) run as one Spark job and are told apart by the `store` column/field.
+    Paths may be hdfs://, s3a://... URIs (read through Spark's file systems). Read-only.
+
+    Max offset of a queue = the next queue offset after its last dispatched commitlog message (what
+    a consume-queue rebuild gives); lag = max offset - committed consumer offset.
+
+    \b
+    Example:
+      rmqctl stats /data/broker-a/store /data/broker-b/store
+      rmqctl stats store --topic Orders --begin 2024-05-01T00:00 --chart orders.html
+      rmqctl stats a=/mnt/a/store b=/mnt/b/store --master spark://10.0.0.5:7077 --json | jq .totals
+    """
+    from rmqctl.spark import stats as st
+
+    if chart and not chart.endswith((".html", ".htm", ".svg")):
+        raise UsageError("--chart FILE must end in .html or .svg")
+    flt = _filter(topics, queues, keys, begin, end, tx_types)
+    ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc)
+    result = st.compute(ds, flt or None)
+    if chart:
+        with open(chart, "w", encoding="utf-8") as f:
+            f.write(st.chart_svg(result) if chart.endswith(".svg") else st.chart_html(result))
+    if as_json:
+        sys.stdout.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
+    else:
+        _print_stats(result, show_queues)
+    return Exit.OK
+
+
+def _print_stats(result, show_queues):
+    from rich.table import Table
+
+    from rmqctl.terminal import out
+
+    con = out()
+    t = result["totals"]
+    con.print(f"stores: {', '.join(result['stores'])}   messages: {t['messages']:,}   bytes: {_size(t['bytes'])}"
+              f"   topics: {t['topics']}   queues: {t['queues']}")
+    for name, info in result["scan"]["stops"].items():
+        stop = info.get("stop")
+        if stop and stop["kind"] not in ("zeros", "end", "blank"):
+            con.print(f"{name}: commitlog ends at offset {stop['offset']}: {stop['kind']}"
+                      f"{' (' + stop['detail'] + ')' if stop.get('detail') else ''}; later records not counted")
+    multi = len(result["stores"]) > 1
+    tt = Table(title="Topics", title_justify="left")
+    for c in (["store"] if multi else []) + ["topic", "queues", "messages", "bytes", "first stored", "last stored",
+                                             "avg size", "max size", "distinct keys"]:
+        tt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right")
+    for r in result["topics"]:
+        tt.add_row(*([r["store"]] if multi else []), r["topic"], str(r["queues"]), f"{r['messages']:,}",
+                   _size(r["bytes"]), _fmt_ts(r["first_store_timestamp"]), _fmt_ts(r["last_store_timestamp"]),
+                   f"{r['avg_size']:.0f}" if r["avg_size"] is not None else "", str(r["max_size"] or ""),
+                   f"~{r['distinct_keys']:,}")
+    con.print(tt)
+    qs = result["queues"]
+    if show_queues or (show_queues is None and len(qs) <= 64):
+        qt = Table(title="Queues", title_justify="left")
+        for c in (["store"] if multi else []) + ["topic", "queue", "messages", "bytes", "max offset",
+                                                 "peak/min", "first stored", "last stored"]:
+            qt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right")
+        for r in qs:
+            qt.add_row(*([r["store"]] if multi else []), r["topic"], str(r["queue_id"]), f"{r['messages']:,}",
+                       _size(r["bytes"]), "" if r["max_offset"] is None else str(r["max_offset"]),
+                       str(r["peak_per_minute"]), _fmt_ts(r["first_store_timestamp"]),
+                       _fmt_ts(r["last_store_timestamp"]))
+        con.print(qt)
+    if result["consumer_lag"]:
+        lt = Table(title="Consumer lag", title_justify="left")
+        for c in (["store"] if multi else []) + ["group", "topic", "queue", "consumer offset", "max offset", "lag"]:
+            lt.add_column(c, justify="left" if c in ("store", "group", "topic") else "right")
+        for r in result["consumer_lag"]:
+            lt.add_row(*([r["store"]] if multi else []), r["group"], r["topic"], str(r["queue_id"]),
+                       str(r["consumer_offset"]), "" if r["max_offset"] is None else str(r["max_offset"]),
+                       "" if r["lag"] is None else f"{r['lag']:,}")
+        con.print(lt)
+    # size distribution of the whole job, as one line of buckets
+    hist: dict = {}
+    for r in result["topics"]:
+        for k, v in r["size_histogram"].items():
+            hist[k] = hist.get(k, 0) + v
+    if hist:
+        con.print("record sizes: " + "  ".join(f"{k}: {v:,}" for k, v in hist.items()))
+
+
+@click.command("export")
+@click.argument("stores", nargs=-1, metavar="STORE...")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet", show_default=True)
+@click.option("--out", required=True, help="Output directory (local path or a Hadoop URI such as s3a://b/p).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
+@click.option("--body/--no-body", default=True, show_default=True,
+              help="Include message bodies (binary in Parquet, base64 in JSON Lines).")
+@click.option("--partition-by", type=click.Choice(["store", "topic", "queue_id"]), multiple=True,
+              help="Hive-style output partitions (repeatable, in order).")
+@click.option("--files", type=click.IntRange(min=1), default=None, help="Write at most N files.")
+@spark_options
+@filter_options
+@json_option
+@click.pass_context
+def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, io, split_size, broker_config,
+           no_crc, topics, queues, keys, begin, end, tx_types, as_json):
+    """Export messages to Parquet or JSON Lines with the documented messages schema (store, topic,
+    queue_id, queue_offset, physical_offset, size, sys_flag, transaction_type, tags, tags_code,
+    keys, uniq_key, msg_id, born/store timestamps (ms) and hosts, reconsume_times, body_crc_ok,
+    properties, body). Readable by pandas/pyarrow, DuckDB and Spark. Read-only on the store.
+
+    \b
+    Example:
+      rmqctl export store --out /tmp/orders --topic Orders --begin 2024-05-01 --end 2024-05-02
+      rmqctl export a=/data/a/store b=/data/b/store --format jsonl --out /tmp/all --no-body
+      duckdb -c "select topic, count(*) from '/tmp/orders/*.parquet' group by 1"
+    """
+    from rmqctl.spark.export import export as run_export
+
+    flt = _filter(topics, queues, keys, begin, end, tx_types)
+    ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=body)
+    res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by), files=files)
+    if as_json:
+        sys.stdout.write(json.dumps({k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])})
+                         + "\n")
+    else:
+        sys.stdout.write(f"exported {res['messages']:,} messages to {res['out']} ({fmt}, "
+                         f"{len(res['files'])} files)\n")
+    return Exit.OK
