@@ -15,8 +15,13 @@ command -v java >/dev/null || { echo "build.sh: java not found (need Java 17)" >
 # one build at a time (callers may run in parallel, e.g. pytest-xdist)
 exec 9>"${TMPDIR:-/tmp}/rmqctl-oracle-build.lock"
 flock 9
-rm -rf target/lib-v4 target/lib-v5
 if ! mvn -o -q -B package >&2; then
   mvn -q -B package >&2
 fi
+for v in v4 v5; do
+  if [[ ! -f target/oracle-$v.jar ]] || ! ls target/lib-$v/*.jar >/dev/null 2>&1; then
+    echo "build.sh: target/oracle-$v.jar or target/lib-$v/ missing after the build" >&2
+    exit 1
+  fi
+done
 touch target/oracle-v4.jar target/oracle-v5.jar

@@ -89,7 +89,7 @@ final class Bench {
             new File(storeDir, "abort").createNewFile();
         }
         boolean wasAbnormal = new File(storeDir, "abort").exists();
-        MessageStoreConfig cfg = StoreConf.build(sc, storeDir);
+        MessageStoreConfig cfg = StoreConf.build(sc, storeDir, false);
         DefaultMessageStore store = c.newStore(cfg, Collections.emptyList());
         long t0 = System.nanoTime();
         boolean ok = store.load();

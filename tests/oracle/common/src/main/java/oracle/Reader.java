@@ -77,7 +77,7 @@ final class Reader {
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("rocketmq_version", c.version());
         out.put("recovery", new File(dir, "abort").exists() ? "abnormal" : "normal");
-        MessageStoreConfig cfg = StoreConf.build(sc, dir);
+        MessageStoreConfig cfg = StoreConf.build(sc, dir, false);
         DefaultMessageStore store = c.newStore(cfg, Collections.emptyList());
         boolean ok;
         try {

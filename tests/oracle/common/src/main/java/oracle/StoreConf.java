@@ -42,6 +42,11 @@ final class StoreConf {
     }
 
     static MessageStoreConfig build(Map<String, Object> sc0, String root) throws Exception {
+        return build(sc0, root, true);
+    }
+
+    /** strict=false (read/bench-recover): options this version does not know are ignored with a warning. */
+    static MessageStoreConfig build(Map<String, Object> sc0, String root, boolean strict) throws Exception {
         Map<String, Object> sc = normalized(sc0);
         MessageStoreConfig cfg = new MessageStoreConfig();
         String abs = new File(root).getAbsolutePath();
@@ -63,6 +68,10 @@ final class StoreConf {
             if (setter == null) {
                 if (Boolean.FALSE.equals(v)) {
                     continue; // e.g. enabledAppendPropCRC=false on 4.9: the option does not exist there, same meaning
+                }
+                if (!strict) {
+                    System.err.println("warning: store option not supported by this RocketMQ version, ignored: " + k);
+                    continue;
                 }
                 throw new IllegalArgumentException("store option not supported by this RocketMQ version: " + k + "=" + v);
             }
