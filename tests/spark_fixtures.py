@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+
+import pytest
 import random
 import struct
 import zlib
@@ -100,3 +102,11 @@ def sample_messages(n=300, seed=1, t0=1_700_000_000_000, topics=("TopicA", "Topi
                 "props": {"DELAY": "3", "REAL_TOPIC": "TopicA", "REAL_QID": "0", "UNIQ_KEY": "UKD"},
                 "store_ts": t0 + n * 1500})
     return out
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local[2] SparkSession of the test run (UI off, 2 shuffle partitions)."""
+    from rmqctl.spark.session import get_session
+
+    return get_session("local[2]", shuffle_partitions=2)

@@ -15,20 +15,12 @@ from pathlib import Path
 import pytest
 
 from oracle_helpers import fixture_dirs, load_manifest
-from spark_fixtures import sample_messages, write_store
+from spark_fixtures import sample_messages, spark, write_store  # noqa: F401 - spark is a fixture
 
 pytestmark = pytest.mark.spark
 FIXTURES = [p for p in fixture_dirs() if (p / "store" / "commitlog").is_dir()]
 NAMES = [p.name for p in FIXTURES]
 TX = {0: "NOT", 4: "PREPARED", 8: "COMMIT", 12: "ROLLBACK"}
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from rmqctl.spark.session import get_session
-
-    s = get_session("local[2]", shuffle_partitions=2)
-    yield s
 
 
 def _refs(extra=()):
