@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from rmqctl import scan
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
-from rmqctl.dispatch import SCHEDULE_TOPIC, goes_to_consume_queue, tags_code
+from rmqctl.dispatch import SCHEDULE_TOPIC, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.index import java_string_hash
 
@@ -118,6 +118,22 @@ class _CqReader:
         return CQ_UNIT.unpack_from(c[2], rel)
 
 
+def _tags_fast(praw: bytes):
+    """TAGS without parsing every property: valid only when "TAGS\x01" occurs once, at a segment
+    start; otherwise None (the caller falls back to the full parse, which mirrors Java exactly)."""
+    i = praw.find(b"TAGS\x01")
+    if i < 0:
+        return ""
+    if (i and praw[i - 1] != 2) or praw.find(b"TAGS\x01", i + 5) >= 0:
+        return None
+    j = praw.find(b"\x02", i + 5)
+    v = praw[i + 5:] if j < 0 else praw[i + 5:j]
+    try:
+        return v.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _utf8_ok(b: bytes) -> bool:
     try:
         b.decode("utf-8")
@@ -209,7 +225,7 @@ def scan_file(ctx: ScanContext, path: str, start: int, size: int) -> FileResult:
                     if bad:
                         findings.append(Finding(ERROR, "commitlog.properties", path, r.offset, None, None,
                                                 f"{bad} (body CRC does not cover properties)"))
-                if not goes_to_consume_queue(r.sys_flag):
+                if r.sys_flag & 0x4:      # PREPARED / ROLLBACK: in no consume queue (goes_to_consume_queue)
                     continue
                 qid, q = r.queue_id, r.queue_offset
                 key = (topic, qid)
@@ -230,11 +246,12 @@ def scan_file(ctx: ScanContext, path: str, start: int, size: int) -> FileResult:
                 t.last_q, t.next_q = q, q + inner
                 if cq is None or topic in batch_topics:
                     continue
-                props = r.properties
                 if topic == SCHEDULE_TOPIC:
-                    tags = tags_code(topic, props, r.store_timestamp, delay_levels)
+                    tags = tags_code(topic, r.properties, r.store_timestamp, delay_levels)
                 else:
-                    tg = props.get("TAGS")
+                    tg = _tags_fast(praw)
+                    if tg is None:
+                        tg = r.properties.get("TAGS")
                     if not tg:
                         tags = 0
                     else:
@@ -265,12 +282,18 @@ def scan_file(ctx: ScanContext, path: str, start: int, size: int) -> FileResult:
         os.close(fd)
 
 
+_ZEROS = bytes(1 << 20)
+
+
 def _first_nonzero(fd: int, pos: int, end: int) -> int | None:
-    chunk = 1 << 20
+    chunk = len(_ZEROS)
     while pos < end:
         data = os.pread(fd, min(chunk, end - pos), pos)
         if not data:
             return None
+        if data == _ZEROS[:len(data)]:     # memcmp: ~10x faster than scanning with lstrip
+            pos += len(data)
+            continue
         stripped = data.lstrip(b"\0")
         if stripped:
             return pos + len(data) - len(stripped)
