@@ -66,6 +66,10 @@ def check_checkpoint(store, findings: list, cl_end: int | None, last_store_ts: i
     return ck
 
 
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
 def predict_recovery(store, findings: list, files: list, ck, cq_max_phys: int) -> dict:
     """What the next broker start will do (§7): normal or abnormal recovery, from which file.
     `files` = [(MappedFile, first_store_ts, first_magic)] in order."""
@@ -85,7 +89,7 @@ def predict_recovery(store, findings: list, files: list, ck, cq_max_phys: int) -
         f = files[start][0]
         scan_bytes = sum(x[0].size for x in files[start:])
         msg = (f"abort file present: the next start runs ABNORMAL recovery from {f.path.name} "
-               f"({n - start} of {n} file(s), ~{scan_bytes // (1 << 20)} MiB re-read with CRC and re-dispatched)")
+               f"({n - start} of {n} file(s), {_size(scan_bytes)} re-read with CRC and re-dispatched)")
         if start == 0 and n > 3:
             msg += "; the checkpoint does not let it skip any file (R19: slow start)"
         findings.append(Finding(WARNING, "abort.present", str(store.abort_path), None, "no abort file (clean shutdown)",
