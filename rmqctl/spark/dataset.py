@@ -311,6 +311,8 @@ class Dataset:
             dirs = sorted({s.path.rsplit("/", 1)[0] for s in binary})
             rdd = sc.binaryFiles(",".join(dirs), minPartitions=len(binary))
             parts.append(rdd)
+        if not parts:                     # no commitlog file at all
+            return sc.emptyRDD()
         rdd = parts[0] if len(parts) == 1 else sc.union(parts)
         flt = flt if flt else None
         return rdd.mapPartitions(lambda it: _task(it, acc, opts, kind, cfg, flt))

@@ -1,0 +1,137 @@
+"""`--engine spark` for verify and rebuild: the SAME per-file / per-record functions as the default
+engine, with the commitlog work done by Spark tasks, so findings and rebuilt files are identical by
+construction (and tested equal on every fixture).
+
+verify: rmqctl.check.commitlog.scan_file (one task per commitlog file -- it carries per-file state),
+        merged and followed by the queue/index/checkpoint/config checks exactly as verify_store does.
+rebuild: the records the default engine's CommitLog.records walk would give, decoded in parallel by
+        the split scan (plan.py), streamed to the driver in commitlog order (toLocalIterator), and fed
+        to rmqctl.repair.recover.analyze_rebuild's own QueueState / IndexRebuilder.
+
+The seams are module attributes of the local engines (run._scan_job, recover.CommitLog), swapped for
+the duration of one call under a lock. A `scan_map=` / `records=` parameter on verify_store /
+analyze_rebuild would make them explicit; until then this keeps the check code in one place.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+_SWAP = threading.Lock()
+
+
+@contextmanager
+def _swapped(module, name, value):
+    with _SWAP:
+        old = getattr(module, name)
+        setattr(module, name, value)
+        try:
+            yield
+        finally:
+            setattr(module, name, old)
+
+
+def verify_store(spark, store, **kw):
+    """rmqctl.check.run.verify_store with each commitlog file scanned by a Spark task."""
+    from rmqctl.check import commitlog as clc
+    from rmqctl.check import run
+    from rmqctl.check.findings import Report
+
+    # Learn the scan context verify_store builds (stop it at its first scan call), then build the
+    # per-file arguments with its own helpers, exactly as it does.
+    first = []
+
+    def capture(args):
+        first.append(args)
+        raise _Captured()
+
+    with _swapped(run, "_scan_job", capture):
+        try:
+            run.verify_store(store, jobs=1, **kw)
+        except _Captured:
+            pass
+    if not first:                      # no commitlog file to scan, or the area is off
+        return run.verify_store(store, jobs=1, **kw)
+    files = run._check_commitlog_files(store, Report(str(store.root)), [])
+    last_data = run._last_data_file(files)
+    base = dict(first[0][0].__dict__)
+    calls = [(clc.ScanContext(**{**base, "is_last": i >= last_data}), str(f.path), f.start, f.size)
+             for i, f in enumerate(files)]
+    results = spark.sparkContext.parallelize(calls, len(calls)).map(run._scan_job).collect()
+    by_path = {a[1]: r for a, r in zip(calls, results)}
+    with _swapped(run, "_scan_job", lambda a: by_path[a[1]]):
+        return run.verify_store(store, jobs=1, **kw)
+
+
+class _Captured(Exception):
+    pass
+
+
+class _Rec:
+    """The fields analyze_rebuild reads from a kernel Record, shipped from an executor."""
+
+    __slots__ = ("offset", "total_size", "sys_flag", "topic", "queue_id", "queue_offset", "store_timestamp",
+                 "properties")
+
+    def __init__(self, t):
+        (self.offset, self.total_size, self.sys_flag, self.topic, self.queue_id, self.queue_offset,
+         self.store_timestamp, self.properties) = t
+
+
+def _rec_tuple(r):
+    return (r.offset, r.total_size, r.sys_flag, r.topic, r.queue_id, r.queue_offset, r.store_timestamp,
+            r.properties)
+
+
+class _SparkCommitLog:
+    """Stands in for rmqctl.store.commitlog.CommitLog inside analyze_rebuild: records() streams the
+    Spark scan in commitlog order and reports the stop like the sequential walk does."""
+
+    def __init__(self, ds, store, stream):
+        self.ds, self.store, self.stream = ds, store, stream
+
+    def records(self, start=None, end=None, *, walk=None, **kw):
+        from rmqctl.scan import Stop
+        from rmqctl.store.commitlog import FileEnd
+
+        assert start is None and end is None, "the spark engine streams whole stores"
+        for t in self.stream:
+            yield _Rec(t)
+        info = self.ds.last_summary.get(self.ds.plan.stores[0].name) or {}
+        stop = info.get("stop")
+        if walk is not None and stop:
+            f = next((f for f in self.store.commitlog.files if f.start == stop["file_start"]), None)
+            walk.ends.append(FileEnd(f, Stop(stop["kind"], stop["offset"], stop["offset"] - stop["file_start"],
+                                             detail=stop.get("detail", "")), 0, None))
+
+
+def analyze_rebuild(spark, store, what, staging, **kw):
+    """rmqctl.repair.recover.analyze_rebuild with the commitlog decoded by Spark."""
+    from rmqctl.repair import recover
+    from rmqctl.spark.dataset import Dataset
+    from rmqctl.spark.plan import StoreRef
+
+    ref = StoreRef("store", "file://" + str(store.root), str(store.root))
+    ds = Dataset.open(spark, [ref], config=store.config)
+    # Pass 1 (parallel): settle the plan, so the stream below is exactly the sequential walk.
+    ds.run(lambda d: d.records_rdd().map(lambda r: 0).count(), progress=False)
+    runs = ds.runs
+
+    def stream():
+        it = ds.records_rdd().map(_rec_tuple).toLocalIterator(prefetchPartitions=True)
+        yield from it
+
+    # Pass 2: stream in partition (= commitlog) order into the default engine's builders.
+    from rmqctl.spark.dataset import _status_param
+
+    ds._acc = spark.sparkContext.accumulator({}, _status_param())
+    fake = _SparkCommitLog(ds, store, stream())
+    with _swapped(recover, "CommitLog", lambda s: fake):
+        ctx = recover.analyze_rebuild(store, what, staging, **kw)
+    from rmqctl.spark.plan import resolve
+
+    exact, _, _ = resolve(ds.plan, ds._acc.value)
+    if not exact:   # cannot happen after pass 1 unless the store changed underneath
+        raise RuntimeError("the commitlog changed during the rebuild scan; rerun")
+    ds.runs = runs
+    return ctx
