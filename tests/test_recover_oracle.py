@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import faultlib as F
-from oracle_helpers import fixture_dirs, load_manifest, read_store
+from oracle_helpers import STORES as STORES_DIR, fixture_dirs, load_manifest, read_store
 
 pytestmark = pytest.mark.oracle
 
@@ -205,3 +205,27 @@ def test_rebuild_is_byte_identical_on_clean_fixtures(cli, tmp_path, fixture):
         code, out, err = cli("rebuild", what, "--json", "--config", conf, root)
         assert code == 1, err
     assert tree_hashes(root) == original
+
+
+@pytest.mark.parametrize("version", ["v4", "v5"])
+def test_quarantine_mode_across_files(cli, tmp_path, version):
+    """The rest of a middle file is destroyed (zeros from a record to the end of the file, its BLANK
+    included): quarantine mode writes a BLANK record there, so the broker goes on with the next file."""
+    fx = STORES_DIR / f"crash-multifile-{version}"
+    root = _copy(fx, tmp_path)
+    clean = read_store(version, root)
+    recs = [r for r in F.commitlog_records(root) if r.path.name == "00000000000000024576"]
+    victim = recs[len(recs) // 2]
+    with open(victim.path, "r+b") as f:
+        f.seek(victim.pos)
+        f.write(bytes(victim.path.stat().st_size - victim.pos))
+    code, plan = _recover(cli, root, "--on-corruption", "quarantine")
+    assert code == 1
+    w = [a for a in plan["actions"] if a["kind"] == "write_record"]
+    assert len(w) == 1 and "BLANK" in w[0]["why"]
+    after = read_store(version, root)
+    assert after["commitlog"]["max_offset"] == clean["commitlog"]["max_offset"]
+    lost = {r.offset for r in recs if r.offset >= victim.offset}
+    expected = [m for m in clean["messages"] if m["physical_offset"] not in lost]
+    assert len(expected) < len(clean["messages"])
+    check_served(after, expected, exclude_topic="rmqctl_quarantine")

@@ -245,7 +245,8 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
         plan.add(Action("write_record", _rel(store, f.path), (
             f"bad range [{end}, {fill.end}) ({stop.kind}: {stop.detail}) replaced by a "
             + ("BLANK end-of-file record" if fill.kind == "blank" else
-               f"synthetic ROLLBACK record in topic {QUARANTINE_TOPIC} (not dispatched)")
+               f"synthetic ROLLBACK record in topic {QUARANTINE_TOPIC} (not dispatched)"
+               + (" and a BLANK end-of-file record" if len(fill.data) > fill.end - fill.start else ""))
             + f"; valid records resume at {resume}"),
             offset=end - f.start, length=len(fill.data), payload=(f.path, end - f.start, fill.data)))
         if fill.kind == "record":
@@ -427,9 +428,24 @@ def _filler(start: int, resume: int, f, fsize: int, last) -> Filler:
         data = make_filler_record(start, resume - start, prev)
         if data is not None:
             return Filler(start, resume, "record", data, prev.store_timestamp if prev else 0)
-    # the good data is in a later file (or the gap is too small for a record): BLANK to the end of file
-    size = f.start + fsize - start
-    return Filler(start, f.start + fsize, "blank", struct.pack(">ii", size, BLANK_MAGIC))
+    # The good data resumes in a later file: a minimal placeholder record (so the lost queue offsets
+    # can point at it) followed by a BLANK record to the end of the file; BLANK alone if even the
+    # placeholder does not fit.
+    room = f.start + fsize - start
+    n = _min_filler_len(start)
+    if room >= n + 8:
+        rec = make_filler_record(start, n, prev)
+        blank = struct.pack(">ii", room - n, BLANK_MAGIC)
+        return Filler(start, start + n, "record", rec + blank, prev.store_timestamp if prev else 0)
+    return Filler(start, f.start + fsize, "blank", struct.pack(">ii", room, BLANK_MAGIC))
+
+
+def _min_filler_len(start: int) -> int:
+    n = 140
+    for _ in range(3):
+        props = f"{QUARANTINE_PROP}\x01{start}-{start + n}\x02".encode()
+        n = 91 + len(QUARANTINE_TOPIC) + len(props)
+    return n
 
 
 def _index_headers(store):
