@@ -304,3 +304,74 @@ def test_filler_record_passes_the_kernel():
         recs = list(w)
     assert len(recs) == 1 and recs[0].transaction_type == 0xC and recs[0].topic == "rmqctl_quarantine"
     assert make_filler_record(0, 50) is None
+
+
+# -- more rows of the fault matrix ---------------------------------------------------------------------
+
+def test_prop_crc_mismatch_ends_valid_data(cli, tmp_path):
+    """F02 with a __CRC32# tail: the record whose properties were damaged ends the valid data."""
+    root = copy("prop-crc-v5", tmp_path)
+    hit = F.flip_property_bit(root)
+    code, out, err = cli("recover", "--dry-run", "--json", "--config", conf(root), root)
+    plan = json.loads(out)
+    assert plan["commitlog"]["valid_end"] == hit.offset
+    assert plan["commitlog"]["stop"]["kind"] == "bad_prop_crc"
+
+
+def test_wrong_size_middle_file_is_refused(cli, tmp_path):
+    """F06: a short middle commitlog file: the broker refuses to start; recover does not guess."""
+    root = copy("crash-multifile-v5", tmp_path)
+    mid = sorted((root / "commitlog").iterdir())[3]
+    with open(mid, "r+b") as f:
+        f.truncate(100)
+    before = tree_hashes(root)
+    code, out, err = cli("recover", "--config", conf(root), root)
+    assert code == 4 and mid.name in out
+    assert tree_hashes(root) == before
+
+
+def test_missing_middle_file_is_reported(cli, tmp_path):
+    """F08: a missing middle segment: reported with its byte range; recovery goes on like the broker."""
+    root = copy("crash-multifile-v5", tmp_path)
+    hit = F.remove_middle_commitlog(root)
+    code, out, err = cli("recover", "--dry-run", "--json", "--config", conf(root), root)
+    plan = json.loads(out)
+    assert any(f"[{hit.offset}," in n for n in plan["notes"])
+
+
+def test_empty_last_cq_file_is_removed(cli, tmp_path):
+    """F10 / R8: an all-zero last CQ file (5.3.3 correctMinOffset IAE) is quarantined, not kept."""
+    root = copy("crash-behind-v5", tmp_path)
+    q = sorted((root / "consumequeue").glob("*/*"))[0]
+    last = sorted(q.iterdir())[-1]
+    size = cfg(root)["mappedFileSizeConsumeQueue"]
+    empty = q / f"{int(last.name) + size:020d}"
+    empty.write_bytes(bytes(size))
+    code, out, err = cli("recover", "--json", "--config", conf(root), root)
+    assert code == 1, err
+    acts = json.loads(out)["actions"]
+    assert any(a["kind"] == "delete_file" and a["path"].endswith(empty.name) and str(q.name) in a["path"]
+               for a in acts)
+    assert not empty.exists()
+
+
+def test_short_checkpoint_is_rewritten(cli, tmp_path):
+    """F13: a short checkpoint: full scan from file 0, a full 4096-byte checkpoint is written."""
+    root = copy("crash-behind-v5", tmp_path)
+    (root / "checkpoint").write_bytes(b"\x01\x02\x03")
+    code, out, err = cli("recover", "--json", "--config", conf(root), root)
+    assert code == 1, err
+    plan = json.loads(out)
+    assert "full scan" in plan["broker"]["start_reason"]
+    data = (root / "checkpoint").read_bytes()
+    assert len(data) == 4096
+    phys, logics = struct.unpack_from(">qq", data, 0)
+    assert phys == logics > 1_600_000_000_000
+
+
+def test_rocksdb_store_is_refused(cli, tmp_path):
+    """F26: RocksDB consume queues are detected and refused (could not run), nothing changes."""
+    root = copy("crash-behind-v5", tmp_path)
+    (root / "consumequeue" / "rocksdb").mkdir()
+    code, out, err = cli("recover", "--config", conf(root), root)
+    assert code == 8 and "RocksDB" in err

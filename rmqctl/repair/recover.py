@@ -187,6 +187,10 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
         if f.size != fsize:
             plan.problems.append(f"{_rel(store, f.path)}: size {f.size} != mappedFileSizeCommitLog {fsize}; "
                                  "the broker refuses to start; not repaired automatically")
+    for a, b in zip(files, files[1:]):
+        if b.start != a.start + fsize:
+            plan.notes.append(f"commitlog gap [{a.start + fsize}, {b.start}): files are missing (R30); like the "
+                              "broker, recovery goes on with the next file; messages in the gap are lost")
     if plan.problems:
         return ctx
     if not files:
