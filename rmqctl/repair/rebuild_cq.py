@@ -22,12 +22,31 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmqctl import dispatch as D
 from rmqctl.formats import consumequeue as cqf
 from rmqctl.store.files import FileQueue, offset_name
 
 UNIT = struct.Struct(">qiq")
 UNIT_SIZE = 20
 PRE_BLANK = UNIT.pack(0, cqf.PRE_BLANK_SIZE, 0)
+
+
+_TAG_HASH: dict = {}
+
+
+def tags_code(topic: str, props: dict, store_ts: int, delay_levels) -> int:
+    """rmqctl.dispatch.tags_code with the TAGS hash memoised (tags repeat; the hash is a Python loop)."""
+    if topic == D.SCHEDULE_TOPIC and "DELAY" in props:
+        return D.tags_code(topic, props, store_ts, delay_levels)
+    tags = props.get("TAGS")
+    if not tags:
+        return 0
+    h = _TAG_HASH.get(tags)
+    if h is None:
+        if len(_TAG_HASH) > 100_000:
+            _TAG_HASH.clear()
+        h = _TAG_HASH[tags] = D.tags_code(topic, {"TAGS": tags}, store_ts, delay_levels)
+    return h
 
 
 def is_pre_blank(phys: int, size: int) -> bool:

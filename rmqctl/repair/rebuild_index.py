@@ -51,6 +51,38 @@ def _name_after(prev: str | None, ts_ms: int) -> str:
     return name
 
 
+_BATCH = 8192
+
+
+def batch_hash(keys: list[str]) -> list[int]:
+    """_jhash of many keys at once: ASCII keys grouped by length and hashed column by column with
+    numpy (uint64 arithmetic wraps mod 2^64, so masking to 32 bits gives Java's int overflow)."""
+    if len(keys) < 64:
+        return [_jhash(k) for k in keys]
+    import numpy as np
+
+    out = [0] * len(keys)
+    groups: dict[int, list[int]] = {}
+    for i, k in enumerate(keys):
+        if k.isascii():
+            groups.setdefault(len(k), []).append(i)
+        else:
+            out[i] = _jhash(k)
+    for n, idx in groups.items():
+        raw = "".join(keys[i] for i in idx).encode("ascii")
+        m = np.frombuffer(raw, dtype=np.uint8).reshape(len(idx), n).astype(np.uint64)
+        h = np.zeros(len(idx), dtype=np.uint64)
+        for j in range(n):
+            h = (h * np.uint64(31) + m[:, j]) & np.uint64(0xFFFFFFFF)
+        h = h.astype(np.int64)
+        h = np.where(h >= 2**31, h - 2**32, h)
+        h = np.abs(h)
+        h = np.where(h >= 2**31, 0, h)
+        for i, v in zip(idx, h.tolist()):
+            out[i] = v
+    return out
+
+
 def _jhash(s: str) -> int:
     """abs(String.hashCode) with MIN_VALUE -> 0 (IndexFile.indexKeyHashMethod)."""
     if s.isascii():
@@ -180,6 +212,7 @@ class IndexRebuilder:
         self.files: list[IndexFileBuilder] = []
         self.current: IndexFileBuilder | None = None
         self.items = 0
+        self._pending: list = []
 
     def _new_file(self, store_ts: int) -> IndexFileBuilder:
         if self.current is not None:
@@ -201,26 +234,34 @@ class IndexRebuilder:
         return f
 
     def dispatch(self, offset: int, store_ts: int, sys_flag: int, topic: str, props: dict) -> None:
-        f = self.current
-        if f is None or f.full:
-            f = self._new_file(store_ts)
-        if offset < f.end_phy:
-            return
-        if (sys_flag & cl.TRANSACTION_MASK) == cl.TRANSACTION_ROLLBACK_TYPE:
-            return
-        keys = index_keys(props)
-        if not keys:
-            return
-        if self.skip is not None and self.skip[0] == offset:
-            keys = keys[self.skip[1]:]
-            self.skip = None
-        for k in keys:
-            h = _jhash(f"{topic}#{k}")
-            while not f.put(h, offset, store_ts):
+        """Queue one record; keys are hashed in vectorised batches, then put in order."""
+        keys = index_keys(props) if (sys_flag & cl.TRANSACTION_MASK) != cl.TRANSACTION_ROLLBACK_TYPE else []
+        self._pending.append((offset, store_ts, sys_flag, [f"{topic}#{k}" for k in keys]))
+        if len(self._pending) >= _BATCH:
+            self._drain()
+
+    def _drain(self) -> None:
+        pending, self._pending = self._pending, []
+        hashes = iter(batch_hash([k for p in pending for k in p[3]]))
+        for offset, store_ts, sys_flag, keys in pending:
+            hs = [next(hashes) for _ in keys]
+            f = self.current
+            if f is None or f.full:
                 f = self._new_file(store_ts)
-            self.items += 1
+            if offset < f.end_phy:
+                continue
+            if (sys_flag & cl.TRANSACTION_MASK) == cl.TRANSACTION_ROLLBACK_TYPE or not hs:
+                continue
+            if self.skip is not None and self.skip[0] == offset:
+                hs = hs[self.skip[1]:]
+                self.skip = None
+            for h in hs:
+                while not f.put(h, offset, store_ts):
+                    f = self._new_file(store_ts)
+                self.items += 1
 
     def finish(self) -> list[IndexFileBuilder]:
+        self._drain()
         if self.current is not None:
             self.current.finish()
             self.current = None

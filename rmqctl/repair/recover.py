@@ -501,7 +501,7 @@ def _dispatch(store, cl, segments, validated_from, states, rebuilder, fillers, i
     cfg = store.config
     delay = cfg.delay_levels
     fill_at = {f.start: f for f in fillers}
-    goes_cq, tags_code = D.goes_to_consume_queue, D.tags_code
+    goes_cq, tags_code = D.goes_to_consume_queue, RC.tags_code
     idx_from = idx["from"] if idx is not None else None
     for si, (a, b) in enumerate(segments):
         walk = Walk()
@@ -637,7 +637,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
                 st = states.get(key)
                 if st is None:
                     st = states[key] = RC.empty_state(store, r.topic, r.queue_id)
-                st.put(r.offset, r.total_size, D.tags_code(r.topic, r.properties, r.store_timestamp, delay),
+                st.put(r.offset, r.total_size, RC.tags_code(r.topic, r.properties, r.store_timestamp, delay),
                        r.queue_offset)
             else:
                 rebuilder.dispatch(r.offset, r.store_timestamp, r.sys_flag, r.topic, r.properties)
