@@ -1,0 +1,181 @@
+"""Benchmark: `stats` and `export` on a >= 2 GB oracle store with Spark local[1], local[2], and the
+default (non-Spark) engine -- one sequential kernel walk doing the same work -- beside them.
+
+Each measurement runs in a fresh process (so Spark start-up is counted separately from the job) and
+reports MB/s and messages/s over the commitlog bytes scanned, and the peak RSS of the driver
+(ru_maxrss of the Python process; the JVM and Python workers are children and reported apart).
+
+    python bench/bench_spark.py                       # uses/creates /tmp/rmqctl-bench-spark/store
+    python bench/bench_spark.py --store /tmp/bench_verify/store --only stats
+    python bench/bench_spark.py --json > figures.json
+
+The store is generated with `tests/oracle/oracle v5 bench-write` when missing (never committed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_STORE = Path("/tmp/rmqctl-bench-spark/store")
+
+
+def ensure_store(path: Path, count: int, size: int) -> Path:
+    if (path / "commitlog").is_dir():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(REPO / "tests/oracle/oracle"), "v5", "bench-write", "--store", str(path), "--count",
+                    str(count), "--size", str(size)], check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
+def _rss():
+    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    return me, kids
+
+
+def child(engine: str, op: str, store: str, out: str) -> dict:
+    """One measurement, in this (fresh) process."""
+    t0 = time.time()
+    sys.path.insert(0, str(REPO / "tests"))
+    if engine == "default":
+        from rmqctl.spark.dataset import local_messages
+
+        start = time.time()
+        if op == "stats":
+            per = {}
+            n = nbytes = 0
+            for r in local_messages(store):
+                k = (r[1], r[2])
+                c = per.get(k)
+                if c is None:
+                    c = per[k] = [0, 0, r[17], r[17], set()]
+                c[0] += 1
+                c[1] += r[5]
+                c[2] = min(c[2], r[19])
+                c[3] = max(c[3], r[19])
+                c[4].update(r[14])
+                n += 1
+                nbytes += r[5]
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            from rmqctl.spark.dataset import BODY_COLUMN, MESSAGE_COLUMNS
+
+            names = [c for c, _ in MESSAGE_COLUMNS] + [BODY_COLUMN[0]]
+            n = nbytes = 0
+            writer = None
+            batch = []
+
+            def flush():
+                nonlocal writer
+                cols = list(zip(*batch))
+                arrays = {nm: list(col) for nm, col in zip(names, cols)}
+                arrays["properties"] = [list(d.items()) for d in arrays["properties"]]
+                t = pa.table(arrays)
+                if writer is None:
+                    writer = pq.ParquetWriter(os.path.join(out, "part-0.parquet"), t.schema)
+                writer.write_table(t)
+                batch.clear()
+
+            os.makedirs(out, exist_ok=True)
+            for r in local_messages(store, body=True):
+                batch.append(r)
+                n += 1
+                nbytes += r[5]
+                if len(batch) >= 50_000:
+                    flush()
+            if batch:
+                flush()
+            if writer:
+                writer.close()
+        job = time.time() - start
+        startup = 0.0
+    else:
+        from rmqctl.spark.dataset import Dataset
+        from rmqctl.spark.plan import parse_store_args
+        from rmqctl.spark.session import get_session
+
+        spark = get_session(engine, shuffle_partitions=2)
+        spark.range(1).count()                     # JVM and first Python worker up
+        startup = time.time() - t0
+        start = time.time()
+        ds = Dataset.open(spark, parse_store_args([store]), body=(op == "export"))
+        if op == "stats":
+            from rmqctl.spark import stats
+
+            res = stats.compute(ds)
+            n, nbytes = res["totals"]["messages"], res["totals"]["bytes"]
+        else:
+            from rmqctl.spark.export import export
+
+            res = export(ds, out, "parquet", overwrite=True)
+            n = res["messages"]
+            nbytes = None
+        job = time.time() - start
+    me, kids = _rss()
+    return {"engine": engine, "op": op, "messages": n, "record_bytes": nbytes, "seconds": round(job, 2),
+            "startup_seconds": round(startup, 2), "driver_peak_rss_mb": me, "children_peak_rss_mb": kids}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    ap.add_argument("--count", type=int, default=1_800_000, help="messages when generating the store")
+    ap.add_argument("--size", type=int, default=1024, help="body bytes when generating the store")
+    ap.add_argument("--engines", default="default,local[1],local[2]")
+    ap.add_argument("--only", choices=["stats", "export"])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--child", nargs=3, metavar=("ENGINE", "OP", "OUT"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        print(json.dumps(child(a.child[0], a.child[1], str(a.store), a.child[2])))
+        return
+    store = ensure_store(a.store, a.count, a.size)
+    from rmqctl.store.layout import Store
+
+    files = Store.open(store).commitlog.files
+    from rmqctl.spark.plan import data_extent
+
+    data = 0
+    for f in files:
+        fd = os.open(f.path, os.O_RDONLY)
+        data += data_extent(fd, f.size)
+        os.close(fd)
+    rows = []
+    for op in ([a.only] if a.only else ["stats", "export"]):
+        for engine in a.engines.split(","):
+            out = tempfile.mkdtemp(prefix="rmqctl-bench-out-")
+            try:
+                r = subprocess.run([sys.executable, __file__, "--store", str(store), "--child", engine, op,
+                                    os.path.join(out, "x")], capture_output=True, text=True)
+                if r.returncode:
+                    raise SystemExit(f"{engine} {op} failed:\n{r.stderr[-3000:]}")
+                res = json.loads(r.stdout.strip().splitlines()[-1])
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
+            res["commitlog_data_mb"] = round(data / 2**20, 1)
+            res["mb_per_s"] = round(data / 2**20 / res["seconds"], 1)
+            res["messages_per_s"] = round(res["messages"] / res["seconds"])
+            rows.append(res)
+            if not a.json:
+                print(f"{op:7s} {engine:9s} {res['seconds']:8.1f} s  {res['mb_per_s']:7.1f} MB/s  "
+                      f"{res['messages_per_s']:9,d} msg/s  (+{res['startup_seconds']:.1f} s start)  "
+                      f"driver RSS {res['driver_peak_rss_mb']} MB, children {res['children_peak_rss_mb']} MB",
+                      flush=True)
+    if a.json:
+        print(json.dumps({"store": str(store), "cpus": os.cpu_count(), "results": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
