@@ -72,3 +72,25 @@ def test_rebuild_engine_spark_equals_default(spark, tmp_path, what):
         assert got.plan.to_json() == want.plan.to_json(), fx.name
         assert (got.cut, got.last_valid) == (want.cut, want.last_valid), fx.name
         assert _tree(b) == _tree(a), fx.name
+
+
+def test_cli_engine_spark(cli, spark, tmp_path):
+    """verify/rebuild --engine spark through the CLI: same output as the default engine."""
+    import json
+
+    fx, root = _damaged(tmp_path)
+    conf = fx / "manifest.json"
+    outs = {}
+    for engine in ("local", "spark"):
+        code, out, err = cli("verify", str(root), "--json", "--engine", engine)
+        doc = json.loads(out)
+        doc.get("stats", {}).pop("seconds", None)
+        outs[engine] = (code, doc)
+    assert outs["spark"] == outs["local"] and outs["local"][0] == 4
+    for what in ("cq", "index"):
+        res = {}
+        for engine in ("local", "spark"):
+            code, out, err = cli("rebuild", what, str(root), "--dry-run", "--json", "--config", str(conf),
+                                 "--engine", engine)
+            res[engine] = (code, out)
+        assert res["spark"] == res["local"], what

@@ -195,7 +195,11 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, apply)
 @click.option("--json", "as_json", is_flag=True, help="The plan and the outcome as one JSON object.")
 @click.option("--config", "conf", type=click.Path(dir_okay=False),
               help="broker.conf (or a fixture manifest.json) giving the store's file sizes and delay levels.")
-def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf):
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="spark: decode the commitlog with Spark tasks (byte-identical files).")
+@click.option("--master", envvar="SPARK_MASTER", default=None,
+              help="With --engine spark: master URL [default: embedded local[*]; env SPARK_MASTER].")
+def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, engine, master):
     """Regenerate consume queues or index files from the commitlog, byte-identical to the broker's.
 
     Files are built beside the store (in the quarantine's staging folder, never inside commitlog/ or
@@ -216,6 +220,11 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf):
         raise UsageError("--topic/--queue apply to `rebuild cq` only: index files mix every topic")
 
     def build(store, staging, pg):
+        if engine == "spark":
+            from rmqctl.spark.engines import analyze_rebuild
+            from rmqctl.spark.session import get_session
+
+            return analyze_rebuild(get_session(master), store, what, staging, topic=topic, queue=queue, progress=pg)
         return R.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg)
 
     return _run(store_dir, conf, dry_run, as_json, f"rebuild-{what}", build)

@@ -26,9 +26,13 @@ AREA_CHOICES = ("commitlog", "cq", "index", "checkpoint", "config")
 @click.option("--index-sample", type=click.IntRange(min=0), default=64, show_default=True,
               help="Index items per file checked against their message.")
 @click.option("-v", "--verbose", count=True, help="Also print notes (info findings) and timings.")
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="spark: scan the commitlog files as Spark tasks (same checks, same findings).")
+@click.option("--master", envvar="SPARK_MASTER", default=None,
+              help="With --engine spark: master URL [default: embedded local[*]; env SPARK_MASTER].")
 @click.pass_context
 def verify(ctx, target, broker_config, index_slots, index_items, as_json, summary, prom, only, jobs,
-           index_sample, verbose):
+           index_sample, verbose, engine, master):
     """Check a store's integrity (or one file's): commitlog records, consume queues, index files,
     checkpoint/abort/lock, timer and compaction offsets, config/*.json. Read-only, always: files are
     opened O_RDONLY, nothing is mapped or written (except the --prometheus file). Safe on a running
@@ -76,8 +80,15 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
 
             total = sum(f.size for f in store.commitlog.files)
             with progress(total, "verify") as bar:
-                report = verify_store(store, jobs=jobs, areas=tuple(only) or AREAS, index_sample=index_sample,
-                                      progress=bar.advance)
+                if engine == "spark":
+                    from rmqctl.spark.engines import verify_store as spark_verify
+                    from rmqctl.spark.session import get_session
+
+                    report = spark_verify(get_session(master, verbose=verbose), store, areas=tuple(only) or AREAS,
+                                          index_sample=index_sample, progress=bar.advance)
+                else:
+                    report = verify_store(store, jobs=jobs, areas=tuple(only) or AREAS, index_sample=index_sample,
+                                          progress=bar.advance)
         else:
             try:
                 store = Store(find_store_root(path), cfg)
