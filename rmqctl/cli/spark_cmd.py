@@ -70,9 +70,14 @@ def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=Fa
 
 
 def _fmt_ts(ms):
-    from rmqctl.render import fmt_time
+    import datetime as dt
 
-    return "" if ms is None else fmt_time(ms)
+    if ms is None:
+        return ""
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
 
 
 def _size(n):
@@ -145,7 +150,8 @@ def _print_stats(result, show_queues):
     tt = Table(title="Topics", title_justify="left")
     for c in (["store"] if multi else []) + ["topic", "queues", "messages", "bytes", "first stored", "last stored",
                                              "avg size", "max size", "distinct keys"]:
-        tt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right")
+        tt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right",
+                      overflow="fold")   # names are data: wrap, never cut
     for r in result["topics"]:
         tt.add_row(*([r["store"]] if multi else []), r["topic"], str(r["queues"]), f"{r['messages']:,}",
                    _size(r["bytes"]), _fmt_ts(r["first_store_timestamp"]), _fmt_ts(r["last_store_timestamp"]),
@@ -157,7 +163,8 @@ def _print_stats(result, show_queues):
         qt = Table(title="Queues", title_justify="left")
         for c in (["store"] if multi else []) + ["topic", "queue", "messages", "bytes", "max offset",
                                                  "peak/min", "first stored", "last stored"]:
-            qt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right")
+            qt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right",
+                          overflow="fold")
         for r in qs:
             qt.add_row(*([r["store"]] if multi else []), r["topic"], str(r["queue_id"]), f"{r['messages']:,}",
                        _size(r["bytes"]), "" if r["max_offset"] is None else str(r["max_offset"]),
@@ -167,7 +174,7 @@ def _print_stats(result, show_queues):
     if result["consumer_lag"]:
         lt = Table(title="Consumer lag", title_justify="left")
         for c in (["store"] if multi else []) + ["group", "topic", "queue", "consumer offset", "max offset", "lag"]:
-            lt.add_column(c, justify="left" if c in ("store", "group", "topic") else "right")
+            lt.add_column(c, justify="left" if c in ("store", "group", "topic") else "right", overflow="fold")
         for r in result["consumer_lag"]:
             lt.add_row(*([r["store"]] if multi else []), r["group"], r["topic"], str(r["queue_id"]),
                        str(r["consumer_offset"]), "" if r["max_offset"] is None else str(r["max_offset"]),
