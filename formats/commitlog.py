@@ -62,7 +62,7 @@ _TAIL = [
 ]
 
 MessageHead = Struct(*_HEAD)
-"""The first 44 bytes of every message record (everything before BORNHOST)."""
+"""The first 48 bytes of every message record (everything before BORNHOST)."""
 
 
 def message_header(born_v6: bool, store_v6: bool) -> Struct:

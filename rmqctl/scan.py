@@ -20,7 +20,7 @@ from rmqctl.formats._derive import struct_format
 from rmqctl.formats.properties import CRC32_PROPERTY, CRC32_RESERVED_LEN, crc32_from_property, parse_properties
 
 HEAD = struct.Struct(struct_format(cl.MessageHead))
-HEAD_SIZE = HEAD.size  # 44
+HEAD_SIZE = HEAD.size  # 48: everything before BORNHOST
 AFTER = {(b, s): struct.Struct(struct_format(cl.message_after_head(b, s)))
          for b in (False, True) for s in (False, True)}
 PREFIX = struct.Struct(struct_format(cl.RecordPrefix))
