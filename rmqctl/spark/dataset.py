@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 
 from rmqctl import dispatch
@@ -408,5 +407,3 @@ def local_messages(store_path, *, name="store", config=None, flt: Filter | None 
         if flt is None or flt.accepts(r):
             yield message_row(r, name, delay, body)
 
-
-_ = time  # (kept for callers timing runs)
