@@ -246,7 +246,7 @@ def test_duckdb_reads_export(spark, tmp_path):
 
     ds = Dataset.open(spark, _refs()[:2])
     export(ds, str(tmp_path / "o"), "parquet")
-    n = duckdb.sql(f"select count(*) from '{tmp_path / 'o'}/*.parquet'").fetchone()[0]
+    n = duckdb.connect().execute(f"select count(*) from read_parquet('{tmp_path / 'o'}/*.parquet')").fetchone()[0]
     assert n == sum(len(load_manifest(p)["broker_view"]["messages"]) for p in FIXTURES[:2])
 
 
