@@ -26,6 +26,7 @@ AFTER = {(b, s): struct.Struct(struct_format(cl.message_after_head(b, s)))
 PREFIX = struct.Struct(struct_format(cl.RecordPrefix))
 I8 = struct.Struct(">b")
 I16 = struct.Struct(">h")
+_PHYS = struct.Struct(">q")
 MIN_RECORD_SIZE = cl.fixed_overhead(False, False, False) + 1  # a topic has at least one byte
 MAX_RECORD_SIZE = 128 * 1024 * 1024  # far above any maxMessageSize in use; bounds allocations
 WINDOW = 8 * 1024 * 1024
@@ -311,27 +312,44 @@ def last_nonzero(fd: int, start: int, end: int, chunk: int = 1 << 20) -> int:
     return start
 
 
-def find_next_record(fd: int, file_start: int, file_size: int, pos: int, end: int | None = None, *,
-                     check_crc: bool = True) -> int | None:
+def find_next_record(fd: int | None, file_start: int, file_size: int, pos: int, end: int | None = None, *,
+                     check_crc: bool = True, read=None, make_walk=None) -> int | None:
     """Resync: the first position > pos where a fully valid record starts whose PHYSICALOFFSET equals
-    its position (so stale or random bytes do not qualify). None if there is none."""
+    its position (so stale or random bytes do not qualify). None if there is none.
+
+    `read(pos, n) -> bytes` and `make_walk(pos) -> FileWalk` default to pread/FileWalk on `fd`; callers
+    holding the file in memory (Spark's binaryFiles) pass their own."""
     end = file_size if end is None else end
+    if read is None:
+        def read(p, n):
+            return os.pread(fd, n, p)
+    if make_walk is None:
+        def make_walk(c):
+            return FileWalk(fd, file_start, file_size, c, end, check_crc=check_crc, check_phys=True)
     search = pos + 1
-    while search + 8 <= end:
-        window = os.pread(fd, min(WINDOW, end - search) + 4, search)
+    while search < end:
+        n = min(WINDOW, end - search)
+        window = bytes(read(search, n + 4 + 32))
         best = None
         for m in (V1_BYTES, V2_BYTES):
             i = window.find(m, 4)
-            while i >= 4:
+            while 4 <= i <= n + 3:
                 cand = search + i - 4
-                walk = FileWalk(fd, file_start, file_size, cand, end, check_crc=check_crc, check_phys=True)
-                for _ in walk:
+                if cand >= end:
                     break
-                if walk.last_valid is not None:
+                j = i - 4 + 28
+                # cheap pre-filter before the full walk: PHYSICALOFFSET must equal the position
+                if j + 8 <= len(window) and _PHYS.unpack_from(window, j)[0] != file_start + cand:
+                    i = window.find(m, i + 1)
+                    continue
+                w = make_walk(cand)
+                for _ in w:
+                    break
+                if w.last_valid is not None:
                     best = cand if best is None else min(best, cand)
                     break
                 i = window.find(m, i + 1)
         if best is not None:
             return best
-        search += max(1, min(WINDOW, end - search) - 8)
+        search += n
     return None
