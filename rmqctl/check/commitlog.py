@@ -1,10 +1,15 @@
 """Commitlog checks: every record of every file, file naming/sizes/gaps, and how each file ends.
 
-One worker call (`scan_file`) checks one file completely and returns a picklable FileResult, so
-files can be checked in parallel (multiprocessing) and merged in order by the caller. While walking,
-each dispatchable record is also compared with its consume-queue unit (positional read of unit
-QUEUEOFFSET of queue (topic, QUEUEID), cached per queue in 10 KB chunks: memory is bounded by the
-number of queues, never by the number of messages).
+One worker call (`scan_file`) checks one file completely and returns a picklable FileResult; with
+several processes a file is also split into ranges at record boundaries (`scan_range`: each range owns
+the records that START in it, resynchronised with rmqctl.scan.find_next_record from the split point)
+whose results `merge_ranges` joins into exactly the whole-file result. Records are walked with the
+batch kernel (rmqctl.scanvec) and every per-record check runs as array operations on a batch: topics
+and TAGS are grouped per distinct string, the properties structure check looks only at fields with a
+suspicious byte (non-ASCII, an empty segment, no final separator), and each dispatchable record is
+compared with its consume-queue unit (unit QUEUEOFFSET of queue (topic, QUEUEID), read as a numpy
+array in bounded pieces, one cached piece per queue: memory is bounded by the number of queues, never
+by the number of messages). FileWalk only classifies where a walk stops (scanvec hands it the record).
 
 How a file's end is classified (the broker's recovery only knows "valid" or "stop"):
   BLANK record                       normal end of a full file
@@ -25,6 +30,7 @@ from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
 from rmqctl.dispatch import SCHEDULE_TOPIC, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.index import java_string_hash
+from rmqctl.formats.properties import parse_properties
 
 CQ_UNIT = struct.Struct(">qiq")
 CQ_CHUNK_UNITS = 512
@@ -69,6 +75,12 @@ class FileResult:
     first_store_ts: int | None = None   # first record, for the broker's recovery start-file rule
     first_magic: int | None = None
     queues: dict = field(default_factory=dict)   # (topic, qid) -> QueueTrack
+    # ranges (scan_range): where the range's walk began, where it handed off to the next range (None: the
+    # walk of the file ended in this range), the offset of its first stop it resumed after (None: none)
+    begin: int | None = 0
+    range_end: int | None = None
+    handoff: int | None = None
+    first_skip: int | None = None
 
 
 @dataclass
@@ -185,101 +197,609 @@ def _stop_detail(fd: int, file_start: int, stop: scan.Stop) -> tuple:
 
 def scan_file(ctx: ScanContext, path: str, start: int, size: int) -> FileResult:
     """Check every record of one commitlog file (see the module doc)."""
-    res = FileResult(path, start, size, end=start)
-    findings = res.findings
+    return scan_range(ctx, path, start, size)
+
+
+def split_points(size: int, file_size: int, pieces: int) -> list[int]:
+    """Nominal split positions of one file into `pieces` ranges (the workers resync at record starts)."""
+    limit = min(size, file_size)
+    return [limit * k // pieces for k in range(pieces)] + [None]
+
+
+def scan_range(ctx: ScanContext, path: str, start: int, size: int, lo: int = 0, hi: int | None = None,
+               exact: bool = False) -> FileResult:
+    """Check the records of one file that START in [lo, hi) (hi None: to the end of the file): the walk
+    begins at the first valid record at or after `lo` (lo itself when `exact` or 0) and follows the
+    chain until a record starts at or after hi, where it hands off. Consecutive ranges tile a file;
+    merge_ranges() joins their results into exactly what one walk of the whole file gives."""
+    res = FileResult(path, start, size, end=start, begin=None, range_end=hi)
     limit = min(size, ctx.file_size)
-    cq = _CqReader(ctx.root, ctx.cq_file_size) if ctx.check_cq else None
-    tag_hash: dict = {}
-    topic_ok: dict = {}
-    queues = res.queues
-    delay_levels, batch_topics = ctx.delay_levels, ctx.batch_topics
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as e:
-        findings.append(Finding(ERROR, "commitlog.unreadable", path, start, None, None, e.strerror or str(e)))
+        if lo == 0 or exact:
+            res.findings.append(Finding(ERROR, "commitlog.unreadable", path, start, None, None,
+                                        e.strerror or str(e)))
+            res.begin = lo
         return res
     try:
-        pos = 0
-        while True:
-            w = scan.FileWalk(fd, start, size, pos, limit, check_crc=True, check_phys=True, check_prop_crc=True,
-                              path=path)
-            for r in w:
-                if res.first_store_ts is None and res.messages == 0:
-                    res.first_store_ts, res.first_magic = r.store_timestamp, r.magic_code
-                res.messages += 1
-                res.bytes += r.total_size
-                topic = r.topic
-                ok = topic_ok.get(topic)
-                if ok is None:
-                    ok = topic_ok[topic] = "\ufffd" not in topic or _utf8_ok(topic.encode("utf-8", "surrogatepass"))
-                if not ok:
-                    findings.append(Finding(ERROR, "commitlog.topic", path, r.offset, "UTF-8 topic",
-                                            repr(topic), "topic bytes are not valid UTF-8"))
-                praw = r.properties_raw
-                if praw:
-                    try:
-                        praw.decode("utf-8")
-                        bad = None if b"\x02\x02" not in praw and praw.endswith(b"\x02") else _props_problem(praw)
-                    except UnicodeDecodeError:
-                        bad = _props_problem(praw)
-                    if bad:
-                        findings.append(Finding(ERROR, "commitlog.properties", path, r.offset, None, None,
-                                                f"{bad} (body CRC does not cover properties)"))
-                if r.sys_flag & 0x4:      # PREPARED / ROLLBACK: in no consume queue (goes_to_consume_queue)
-                    continue
-                qid, q = r.queue_id, r.queue_offset
-                key = (topic, qid)
-                t = queues.get(key)
-                inner = 1
-                if r.sys_flag & clf.INNER_BATCH_FLAG:
-                    try:
-                        inner = max(1, int(r.properties.get("INNER_NUM", "1")))
-                    except ValueError:
-                        inner = 1
-                if t is None:
-                    t = queues[key] = QueueTrack(q, q, q + inner, 0, r.offset)
-                elif q != t.next_q and t.next_q >= 0:
-                    t.gaps += 1
-                    if t.first_gap is None:
-                        t.first_gap = (r.offset, t.next_q, q)
-                t.count += 1
-                t.last_q, t.next_q = q, q + inner
-                if cq is None or topic in batch_topics:
-                    continue
-                if topic == SCHEDULE_TOPIC:
-                    tags = tags_code(topic, r.properties, r.store_timestamp, delay_levels)
-                else:
-                    tg = _tags_fast(praw)
-                    if tg is None:
-                        tg = r.properties.get("TAGS")
-                    if not tg:
-                        tags = 0
-                    else:
-                        tags = tag_hash.get(tg)
-                        if tags is None:
-                            tags = tag_hash[tg] = java_string_hash(tg)
-                u = cq.unit(topic, qid, q)
-                if u is None or u[0] < 0 or u[1] <= 0:
-                    t.missing += 1
-                    if t.first_missing is None:
-                        t.first_missing = (r.offset, q)
-                elif u[0] != r.offset or u[1] != r.total_size or (u[2] != tags and u[2] > -2147483649):
-                    t.mismatches += 1
-                    if t.first_mismatch is None:
-                        t.first_mismatch = (q, (r.offset, r.total_size, tags), u)
-            stop = w.stop
-            if w.last_valid is not None:
-                res.last_valid = w.last_valid
-                res.end = r.offset + r.total_size
-            nxt = _classify_end(ctx, res, fd, stop, limit)
-            if nxt is None:
-                return res
-            # records were skipped: queue offsets after the skipped range cannot be judged
-            for t in queues.values():
-                t.next_q = -1
-            pos = nxt
+        end = limit if hi is None else min(hi, limit)
+        begin = lo if (exact or lo == 0) else _first_record(fd, start, size, lo, end, limit)
+        res.begin = begin
+        if begin is None:
+            return res
+        _RangeScan(ctx, res, fd, begin, end, limit).run()
+        return res
     finally:
         os.close(fd)
+
+
+def _first_record(fd: int, start: int, size: int, lo: int, hi: int, limit: int) -> int | None:
+    """The first position in [lo, hi) where a valid record (scan.find_next_record's sense) starts, or
+    None. Zero bytes are skipped with memcmp first: a pre-allocated file is mostly zeros, and a record's
+    TOTALSIZE has a non-zero byte among its first four."""
+    nz = _first_nonzero(fd, lo, min(hi + 3, limit))
+    if nz is None:
+        return None
+    p = scan.find_next_record(fd, start, size, max(lo, nz - 3) - 1, limit)
+    return p if p is not None and p < hi else None
+
+
+def merge_ranges(ctx: ScanContext, parts: list) -> FileResult:
+    """Join the range results of one file (in order) into its FileResult. Each range must begin where
+    the walk of the ranges before it handed off; a range lying wholly before the handoff (it holds
+    records inside a longer record, which one walk never sees) is dropped. A range that begins
+    elsewhere (a valid-looking record inside another record, or a file that changed under the scan)
+    is dropped with all later ones and the rest of the file is walked again from the handoff, so the
+    result never depends on how the file was split."""
+    first = parts[0]
+    acc = FileResult(first.path, first.start, first.size, end=first.start, begin=first.begin)
+    tracks = acc.queues
+    handoff = first.begin
+    for r in parts:
+        if handoff is None:
+            break       # the walk ended (BLANK, end of file, tail): later ranges are not part of it
+        if r.range_end is not None and handoff >= r.range_end:
+            continue
+        if r.begin != handoff:
+            r = scan_range(ctx, acc.path, acc.start, acc.size, handoff, None, exact=True)
+            _merge_range(acc, tracks, r)
+            handoff = r.handoff
+            break
+        _merge_range(acc, tracks, r)
+        handoff = r.handoff
+    acc.handoff = handoff
+    return acc
+
+
+def _merge_range(acc: FileResult, tracks: dict, r: FileResult) -> None:
+    acc.findings.extend(r.findings)
+    if acc.first_store_ts is None and r.first_store_ts is not None:
+        acc.first_store_ts, acc.first_magic = r.first_store_ts, r.first_magic
+    acc.messages += r.messages
+    acc.bytes += r.bytes
+    if r.last_valid is not None:
+        acc.last_valid, acc.end = r.last_valid, r.end
+    acc.full = acc.full or r.full
+    skip = r.first_skip
+    if acc.first_skip is None:
+        acc.first_skip = skip
+    for key, t in r.queues.items():
+        m = tracks.get(key)
+        if m is None:
+            tracks[key] = t
+            continue
+        # the scan continued directly into this range; a skipped range inside it resets the expectation
+        if m.next_q >= 0 and t.first_q != m.next_q and (skip is None or t.first_phys < skip):
+            m.gaps += 1
+            if m.first_gap is None:
+                m.first_gap = (t.first_phys, m.next_q, t.first_q)
+        m.gaps += t.gaps
+        if m.first_gap is None and t.first_gap:
+            m.first_gap = t.first_gap
+        m.count += t.count
+        m.last_q, m.next_q = t.last_q, t.next_q
+        m.missing += t.missing
+        if m.first_missing is None:
+            m.first_missing = t.first_missing
+        m.mismatches += t.mismatches
+        if m.first_mismatch is None:
+            m.first_mismatch = t.first_mismatch
+    if skip is not None:
+        for key, m in tracks.items():
+            if key not in r.queues:
+                m.next_q = -1
+
+
+_M = 0x9E3779B97F4A7C15
+_UNDECODABLE = -(1 << 62)   # never a tagsCode (those are int32)
+
+
+class _Interner:
+    """Short byte strings (at most 64 bytes) -> dense ids, a batch at a time, with no Python work per
+    string and no sort once the strings are known: the zero-padded bytes are hashed as 8 uint64 words,
+    looked up in a sorted table of known hashes, and every row is compared exactly with its entry's
+    bytes. New strings are added (up to `limit` entries; then None, and the caller groups per batch)."""
+
+    def __init__(self, np, limit: int = 1 << 16):
+        self.np, self.limit = np, limit
+        self.sorted_h = np.empty(0, np.uint64)
+        self.sorted_id = np.empty(0, np.int64)
+        self.rows = np.zeros((0, 8), np.uint64)
+        self.lens = np.empty(0, np.int64)
+        self.values: list = []
+
+    def ids(self, b, rel, length):
+        np = self.np
+        n = len(rel)
+        if n == 0:
+            return np.empty(0, np.int64)
+        L = int(length.max())
+        if L > 64 or int(length.min()) < 0:
+            return None
+        W = max(8, (L + 7) // 8 * 8)
+        cols = np.arange(W)
+        idx = rel[:, None] + cols
+        np.minimum(idx, len(b) - 1, out=idx)
+        G = b[idx]
+        G[cols[None, :] >= length[:, None]] = 0
+        V = G.view(np.uint64)
+        w = V.shape[1]
+        h = length.astype(np.uint64)
+        M = np.uint64(_M)
+        for k in range(8):
+            h = h * M ^ V[:, k] if k < w else h * M
+        for _ in range(2):
+            pos = np.searchsorted(self.sorted_h, h)
+            np.minimum(pos, max(len(self.sorted_h) - 1, 0), out=pos)
+            found = self.sorted_h[pos] == h if len(self.sorted_h) else np.zeros(n, bool)
+            if found.all():
+                ids = self.sorted_id[pos]
+                if (V == self.rows[ids, :w]).all() and (self.lens[ids] == length).all():
+                    return ids
+                return None      # a hash collision: let the caller group exactly
+            new = np.flatnonzero(~found)
+            uh, first = np.unique(h[new], return_index=True)
+            if len(self.values) + len(uh) > self.limit:
+                return None
+            k0 = len(self.values)
+            rows = np.zeros((len(uh), 8), np.uint64)
+            rows[:, :w] = V[new[first]]
+            self.rows = np.concatenate((self.rows, rows))
+            self.lens = np.concatenate((self.lens, length[new[first]]))
+            for f in new[first].tolist():
+                a = int(rel[f])
+                self.values.append(bytes(b[a:a + int(length[f])]))
+            hs = np.concatenate((self.sorted_h, uh))
+            ids = np.concatenate((self.sorted_id, np.arange(k0, k0 + len(uh))))
+            o = np.argsort(hs, kind="stable")
+            self.sorted_h, self.sorted_id = hs[o], ids[o]
+        return None
+
+
+class _RangeScan:
+    """One range of one file, walked with the batch kernel (rmqctl.scanvec). Per batch everything is
+    array work except what is rare (a suspicious properties field, INNER_NUM, SCHEDULE_TOPIC_XXXX) or
+    per distinct value (topic, TAGS string, queue). Per-queue state lives in arrays indexed by a queue
+    number, so memory is bounded by the number of queues, never by the number of messages."""
+
+    def __init__(self, ctx: ScanContext, res: FileResult, fd: int, begin: int, bound: int, limit: int):
+        import numpy as np
+
+        from rmqctl.formats._derive import numpy_dtype
+        from rmqctl.formats.consumequeue import ConsumeQueueUnit
+
+        self.np = np
+        self.ctx, self.res, self.fd = ctx, res, fd
+        self.begin, self.bound, self.limit = begin, bound, limit
+        self.path, self.start = res.path, res.start
+        self.unit_dtype = numpy_dtype(ConsumeQueueUnit)
+        self.cq_base = os.path.join(ctx.root, "consumequeue")
+        self.cq_slow = _CqReader(ctx.root, ctx.cq_file_size) if ctx.check_cq else None
+        self.cq_cache: dict = {}          # queue number -> (cq file start, first byte pos, units array)
+        self.topic_interner = _Interner(np)
+        self.tb_tn: list = []             # topic-bytes id -> topic number
+        self.tb_ok: list = []             # topic-bytes id -> valid UTF-8
+        self.tag_interner = _Interner(np)
+        self.tag_val: list = []           # tag-bytes id -> tagsCode (_UNDECODABLE: parse the record)
+        self.topics: list = []            # topic number -> str
+        self.topic_cmp: list = []         # topic number -> compared with its consume queue
+        self.topic_sched: list = []
+        self.topic_num: dict = {}         # str -> topic number
+        self.qnum: dict = {}              # (topic number, queue id) -> queue number
+        self.qkeys: list = []
+        self.qk_sorted = np.empty(0, np.int64)   # known keys, sorted, and their queue numbers
+        self.qk_num = np.empty(0, np.int64)
+        self.tag_hash: dict = {}
+        cap = 64
+        self.cap = cap
+        z = np.zeros(cap, np.int64)
+        self.first_q, self.last_q, self.next_q = z.copy(), z.copy(), z.copy()
+        self.count, self.first_phys, self.gaps = z.copy(), z.copy(), z.copy()
+        self.missing, self.mismatches = z.copy(), z.copy()
+        self.first_gap: dict = {}
+        self.first_missing: dict = {}
+        self.first_mismatch: dict = {}
+
+    # --- the walk -------------------------------------------------------------------------------------
+    def run(self) -> None:
+        from rmqctl import scanvec
+
+        res, fd, bound, limit = self.res, self.fd, self.bound, self.limit
+        last_range = bound >= limit     # else: stop at the first record starting at or after bound
+        pos, widen = self.begin, 0
+        while True:
+            if not last_range and pos >= bound:
+                res.handoff = pos
+                break
+            w = max(min(scanvec.WINDOW, (limit if last_range else bound) - pos), widen)
+            batch, nxt, stop = scanvec.walk_window(fd, self.start, res.size, pos, limit, window=w,
+                                                   check_crc=True, check_phys=True, check_prop_crc=True,
+                                                   path=self.path)
+            if len(batch):
+                n = len(batch)
+                if not last_range and w > bound - pos:
+                    n = int(self.np.searchsorted(batch.rel, bound - pos))
+                if n:
+                    self.batch(batch, n)
+                if n < len(batch):
+                    res.handoff = pos + int(batch.rel[n])
+                    break
+            if stop is not None:
+                resume = _classify_end(self.ctx, res, fd, stop, limit)
+                if resume is None:
+                    break
+                if res.first_skip is None:
+                    res.first_skip = stop.offset
+                # records were skipped: queue offsets after the skipped range cannot be judged
+                self.next_q[:len(self.qkeys)] = -1
+                pos, widen = resume, 0
+                continue
+            # a valid record larger than the window starts at nxt: widen the next window to hold it
+            widen = int.from_bytes(os.pread(fd, 4, nxt), "big", signed=True) if nxt == pos else 0
+            pos = nxt
+        self.finish()
+
+    def finish(self) -> None:
+        res = self.res
+        for g, (tn, qid) in enumerate(self.qkeys):
+            t = QueueTrack(int(self.first_q[g]), int(self.last_q[g]), int(self.next_q[g]), int(self.count[g]),
+                           int(self.first_phys[g]), int(self.gaps[g]), self.first_gap.get(g),
+                           int(self.missing[g]), self.first_missing.get(g), int(self.mismatches[g]),
+                           self.first_mismatch.get(g))
+            res.queues[(self.topics[tn], qid)] = t
+
+    # --- one batch ------------------------------------------------------------------------------------
+    def batch(self, bt, n: int) -> None:
+        np = self.np
+        res, ctx = self.res, self.ctx
+        raw = bt.raw
+        b = np.frombuffer(raw, np.uint8)
+        rel = bt.rel[:n]
+        tot = bt.total_size[:n]
+        off = rel + (self.start + bt.win_pos)
+        sysf = bt.sys_flag[:n]
+        if res.messages == 0:
+            res.first_store_ts, res.first_magic = int(bt.store_timestamp[0]), int(bt.magic_code[0])
+        res.messages += n
+        res.bytes += int(tot.sum())
+        last = n - 1
+        res.last_valid = int(off[last])
+        res.end = res.last_valid + int(tot[last])
+        late: list = []     # (record index, order, Finding): merged in record order like a per-record walk
+
+        # topics: per distinct byte string
+        tid, bad_topic = self._topic_ids(b, raw, bt.topic_rel[:n], bt.topic_length[:n])
+        if bad_topic is not None:
+            for i in np.flatnonzero(bad_topic).tolist():
+                late.append((i, 0, Finding(ERROR, "commitlog.topic", self.path, int(off[i]), "UTF-8 topic",
+                                           repr(self.topics[int(tid[i])]), "topic bytes are not valid UTF-8")))
+
+        # properties: structure checks on the few suspicious fields, TAGS for the consume-queue check
+        prel, plen = bt.props_rel[:n], bt.props_length[:n]
+        pend = prel + plen
+        slices = list(map(raw.__getitem__, map(slice, prel.tolist(), pend.tolist())))
+        J = b"\0".join(slices)           # \0 separates: no pattern below can span two records
+        Jn = np.frombuffer(J, np.uint8)
+        jstart = np.cumsum(plen + 1) - (plen + 1)
+        has = plen > 0
+        susp = has & (b[np.where(has, pend - 1, 0)] != 2)
+        if not J.isascii():
+            susp[np.searchsorted(jstart, np.flatnonzero(Jn >= 0x80), "right") - 1] = True
+        if J.find(b"\x02\x02") >= 0:
+            pp = np.flatnonzero((Jn[:-1] == 2) & (Jn[1:] == 2))
+            susp[np.searchsorted(jstart, pp, "right") - 1] = True
+        for i in np.flatnonzero(susp).tolist():
+            praw = slices[i]
+            try:
+                praw.decode("utf-8")
+                bad = None if b"\x02\x02" not in praw and praw.endswith(b"\x02") else _props_problem(praw)
+            except UnicodeDecodeError:
+                bad = _props_problem(praw)
+            if bad:
+                late.append((i, 1, Finding(ERROR, "commitlog.properties", self.path, int(off[i]), None, None,
+                                           f"{bad} (body CRC does not cover properties)")))
+        if late:
+            late.sort(key=lambda x: (x[0], x[1]))
+            res.findings.extend(f for _, _, f in late)
+
+        # queues: PREPARED / ROLLBACK records are in no consume queue (goes_to_consume_queue)
+        disp = (sysf & 0x4) == 0
+        if not disp.any():
+            return
+        di = np.flatnonzero(disp) if not disp.all() else np.arange(n)
+        qid = bt.queue_id[:n][di]
+        q = bt.queue_offset[:n][di]
+        tdi = tid[di]
+        inner = np.ones(len(di), np.int64)
+        ib = np.flatnonzero(sysf[di] & clf.INNER_BATCH_FLAG)
+        for k in ib.tolist():
+            try:
+                inner[k] = max(1, int(parse_properties(slices[int(di[k])]).get("INNER_NUM", "1")))
+            except ValueError:
+                inner[k] = 1
+        key = (tdi << 32) | (qid & 0xFFFFFFFF)
+        if (key == key[0]).all():
+            k0 = int(key[0])
+            g = np.full(len(key), self.qnum[k0] if k0 in self.qnum else self._new_queue(k0), np.int64)
+        else:
+            g = self._queue_numbers(key)
+        offd, totd = off[di], tot[di]
+        if (g == g[0]).all():
+            order = None
+            gs, qs, inn, offs = g, q, inner, offd
+        else:
+            # stable sort of small ints: numpy radix-sorts 16-bit keys
+            order = np.argsort(g.astype(np.uint16) if len(self.qkeys) < 1 << 16 else g, kind="stable")
+            gs, qs, inn, offs = g[order], q[order], inner[order], offd[order]
+        m = len(gs)
+        brk = np.flatnonzero(gs[1:] != gs[:-1]) + 1
+        firsts = np.concatenate(([0], brk))
+        lasts = np.concatenate((brk - 1, [m - 1]))
+        gf = gs[firsts]
+        isnew = self.count[gf] == 0
+        prev_next = np.empty(m, np.int64)
+        prev_next[1:] = qs[:-1] + inn[:-1]
+        prev_next[firsts] = np.where(isnew, -1, self.next_q[gf])
+        gap = (qs != prev_next) & (prev_next >= 0)
+        if gap.any():
+            gi = np.flatnonzero(gap)
+            np.add.at(self.gaps, gs[gi], 1)
+            for k in gi.tolist():
+                gg = int(gs[k])
+                if gg not in self.first_gap:
+                    self.first_gap[gg] = (int(offs[k]), int(prev_next[k]), int(qs[k]))
+        nf = gf[isnew]
+        self.first_q[nf] = qs[firsts][isnew]
+        self.first_phys[nf] = offs[firsts][isnew]
+        self.count[gf] += lasts - firsts + 1
+        gl = gs[lasts]
+        self.last_q[gl] = qs[lasts]
+        self.next_q[gl] = qs[lasts] + inn[lasts]
+
+        # consume-queue units of the records, compared as arrays
+        if self.cq_slow is None:
+            return
+        self._compare(np, slices, (J, Jn, jstart, plen), di, order, gs, qs, offs,
+                      totd if order is None else totd[order], tdi if order is None else tdi[order], firsts,
+                      lasts, bt)
+
+    def _compare(self, np, slices, joined, di, order, gs, qs, offs, tots, tds, firsts, lasts, bt):
+        cmpt = np.array(self.topic_cmp, bool)[tds]
+        if not cmpt.any():
+            return
+        sched = np.array(self.topic_sched, bool)[tds]
+        rec = di if order is None else di[order]        # record index (in the batch) of each row
+        tags = np.zeros(len(gs), np.int64)
+        need = cmpt & ~sched
+        if need.any():
+            tags[need] = self._tags(np, slices, *joined)[rec[need]]
+        for k in np.flatnonzero(cmpt & sched).tolist():
+            i = int(rec[k])
+            tags[k] = tags_code(SCHEDULE_TOPIC, parse_properties(slices[i]), int(bt.store_timestamp[i]),
+                                self.ctx.delay_levels)
+        up = np.zeros(len(gs), np.int64)
+        us = np.zeros(len(gs), np.int64)
+        ut = np.zeros(len(gs), np.int64)
+        present = np.zeros(len(gs), bool)
+        for a, z in zip(firsts.tolist(), lasts.tolist()):
+            z += 1
+            sel = cmpt[a:z]
+            if not sel.any():
+                continue
+            g = int(gs[a])
+            self._units(np, g, qs[a:z], sel, up[a:z], us[a:z], ut[a:z], present[a:z])
+        missing = cmpt & (~present | (up < 0) | (us <= 0))
+        mism = cmpt & ~missing & ((up != offs) | (us != tots) | ((ut != tags) & (ut > -2147483649)))
+        if missing.any():
+            mi = np.flatnonzero(missing)
+            np.add.at(self.missing, gs[mi], 1)
+            for k in mi.tolist():
+                gg = int(gs[k])
+                if gg not in self.first_missing:
+                    self.first_missing[gg] = (int(offs[k]), int(qs[k]))
+        if mism.any():
+            mi = np.flatnonzero(mism)
+            np.add.at(self.mismatches, gs[mi], 1)
+            for k in mi.tolist():
+                gg = int(gs[k])
+                if gg not in self.first_mismatch:
+                    self.first_mismatch[gg] = (int(qs[k]), (int(offs[k]), int(tots[k]), int(tags[k])),
+                                               (int(up[k]), int(us[k]), int(ut[k])))
+
+    def _units(self, np, g, qs, sel, up, us, ut, present) -> None:
+        """Fill the unit (phys, size, tags) at each selected queue offset of queue g, reading its consume
+        queue in bounded pieces (one cached piece per queue); `present` False where there is no unit."""
+        cqfs = self.ctx.cq_file_size
+        qv = qs[sel]
+        qmin, qmax = int(qv.min()), int(qv.max())
+        b0, b1 = qmin * 20, qmax * 20
+        f0, f1 = b0 - b0 % cqfs, b1 - b1 % cqfs
+        if qmin < 0 or f0 != f1 or qmax - qmin > 4 * len(qv) + 1024:
+            # negative, crossing a consume-queue file, or scattered offsets: one unit at a time
+            tn, qid = self.qkeys[g]
+            topic = self.topics[tn]
+            for k in np.flatnonzero(sel).tolist():
+                u = self.cq_slow.unit(topic, qid, int(qs[k]))
+                if u is not None:
+                    present[k] = True
+                    up[k], us[k], ut[k] = u
+            return
+        p0, p1 = b0 - f0, b1 - f1 + 20
+        c = self.cq_cache.get(g)
+        if c is None or c[0] != f0 or p0 < c[1] or p1 > c[1] + 20 * len(c[2]):
+            tn, qid = self.qkeys[g]
+            path = os.path.join(self.cq_base, self.topics[tn], str(qid), f"{f0:020d}")
+            want = min(max(p1 - p0, CQ_CHUNK_UNITS * 20), cqfs - p0)
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                data = b""
+            else:
+                try:
+                    data = os.pread(fd, want, p0)
+                finally:
+                    os.close(fd)
+            arr = np.frombuffer(data, self.unit_dtype, len(data) // 20)
+            c = self.cq_cache[g] = (f0, p0, arr)
+        arr = c[2]
+        j = (qv * 20 - f0 - c[1]) // 20
+        ok = j < len(arr)
+        jj = np.where(ok, j, 0)
+        if len(arr):
+            u = arr[jj]
+            idx = np.flatnonzero(sel)
+            up[idx] = np.where(ok, u["physical_offset"], 0)
+            us[idx] = np.where(ok, u["size"], 0)
+            ut[idx] = np.where(ok, u["tags_code"], 0)
+            present[idx] = ok
+
+    def _tags(self, np, slices, J, Jn, jstart, plen):
+        """tagsCode (TAGS hash) of every record of the batch: TAGS located as arrays over the joined
+        properties, hashed per distinct string. Ambiguous fields (TAGS twice or not at a segment start,
+        invalid UTF-8) are parsed fully, as the broker parses them."""
+        m = len(plen)
+        jend = jstart + plen
+        c = np.flatnonzero(Jn[:-4] == 0x54) if len(Jn) > 4 else np.empty(0, np.int64)
+        if len(c):
+            c = c[(Jn[c + 1] == 0x41) & (Jn[c + 2] == 0x47) & (Jn[c + 3] == 0x53) & (Jn[c + 4] == 1)]
+        r = np.searchsorted(jstart, c, "right") - 1
+        cnt = np.bincount(r, minlength=m)
+        hit = np.zeros(m, np.int64)
+        hit[r] = c
+        one = cnt == 1
+        segok = one & ((hit == jstart) | (Jn[np.maximum(hit - 1, 0)] == 2))
+        slow = (cnt > 1) | (one & ~segok)
+        out = np.zeros(m, np.int64)
+        fast = np.flatnonzero(segok)
+        if len(fast):
+            vs = hit[fast] + 5
+            twos = np.flatnonzero(Jn == 2)
+            if len(twos):
+                k = np.searchsorted(twos, vs)
+                ve = np.where(k < len(twos), twos[np.minimum(k, len(twos) - 1)], jend[fast])
+                ve = np.minimum(ve, jend[fast])
+            else:
+                ve = jend[fast]
+            vl = ve - vs
+            ids = self.tag_interner.ids(Jn, vs, vl)
+            if ids is not None:
+                tv = self.tag_interner.values
+                for k2 in range(len(self.tag_val), len(tv)):
+                    self.tag_val.append(self._tag_value(tv[k2]))
+                vals = np.array(self.tag_val, np.int64)[ids]
+            else:
+                d: dict = {}
+                vals = np.array([d[v] if v in d else d.setdefault(v, self._tag_value(v))
+                                 for v in (J[a:z] for a, z in zip(vs.tolist(), ve.tolist()))], np.int64)
+            bad = vals == _UNDECODABLE
+            out[fast] = np.where(bad, 0, vals)
+            if bad.any():
+                slow[fast[bad]] = True
+        for k2 in np.flatnonzero(slow).tolist():
+            out[k2] = self._hash(parse_properties(slices[k2]).get("TAGS"))
+        return out
+
+    def _tag_value(self, v: bytes) -> int:
+        try:
+            return self._hash(v.decode("utf-8"))
+        except UnicodeDecodeError:
+            return _UNDECODABLE
+
+    def _hash(self, tg) -> int:
+        if not tg:
+            return 0
+        h = self.tag_hash.get(tg)
+        if h is None:
+            h = java_string_hash(tg)
+            if len(self.tag_hash) < 1 << 16:
+                self.tag_hash[tg] = h
+        return h
+
+    def _topic_ids(self, b, raw, trel, tlen):
+        np = self.np
+        ids = self.topic_interner.ids(b, trel, tlen)
+        if ids is not None:
+            tv = self.topic_interner.values
+            for k in range(len(self.tb_tn), len(tv)):
+                tn, ok = self._topic_bytes(tv[k])
+                self.tb_tn.append(tn)
+                self.tb_ok.append(ok)
+            tid = np.array(self.tb_tn, np.int64)[ids]
+            if all(self.tb_ok):
+                return tid, None
+            return tid, ~np.array(self.tb_ok, bool)[ids]
+        d: dict = {}
+        inv = np.array([d.setdefault(bytes(raw[a:a + k]), len(d))
+                        for a, k in zip(trel.tolist(), tlen.tolist())], np.int64)
+        pairs = [self._topic_bytes(tb) for tb in d]
+        tid = np.array([p[0] for p in pairs], np.int64)[inv]
+        oks = [p[1] for p in pairs]
+        if all(oks):
+            return tid, None
+        return tid, ~np.array(oks, bool)[inv]
+
+    def _topic_bytes(self, tb: bytes) -> tuple:
+        """(topic number, bytes are valid UTF-8) of one topic byte string."""
+        topic = tb.decode("utf-8", errors="replace")     # as the broker (and FileWalk) decode it
+        tn = self.topic_num.get(topic)
+        if tn is None:
+            tn = self.topic_num[topic] = len(self.topics)
+            self.topics.append(topic)
+            self.topic_cmp.append(topic not in self.ctx.batch_topics)
+            self.topic_sched.append(topic == SCHEDULE_TOPIC)
+        # the broker reads invalid bytes as U+FFFD and files the messages under that name
+        return tn, _utf8_ok(tb)
+
+    def _queue_numbers(self, key):
+        np = self.np
+        for _ in range(2):
+            ks = self.qk_sorted
+            pos = np.searchsorted(ks, key)
+            np.minimum(pos, max(len(ks) - 1, 0), out=pos)
+            found = ks[pos] == key if len(ks) else np.zeros(len(key), bool)
+            if found.all():
+                return self.qk_num[pos]
+            for k in np.unique(key[~found]).tolist():
+                if k not in self.qnum:
+                    self._new_queue(k)
+            items = sorted(self.qnum.items())
+            self.qk_sorted = np.array([k for k, _ in items], np.int64)
+            self.qk_num = np.array([v for _, v in items], np.int64)
+        raise AssertionError("unreachable")
+
+    def _new_queue(self, key: int) -> int:
+        g = len(self.qkeys)
+        qid = key & 0xFFFFFFFF
+        self.qkeys.append((key >> 32, qid - (1 << 32) if qid >= 1 << 31 else qid))
+        self.qnum[key] = g
+        if g >= self.cap:
+            np = self.np
+            self.cap *= 2
+            for name in ("first_q", "last_q", "next_q", "count", "first_phys", "gaps", "missing", "mismatches"):
+                a = getattr(self, name)
+                setattr(self, name, np.concatenate((a, np.zeros(self.cap - len(a), np.int64))))
+        return g
 
 
 _ZEROS = bytes(1 << 20)

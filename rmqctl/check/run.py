@@ -27,6 +27,36 @@ def _scan_job(args):
     return clc.scan_file(ctx, path, start, size)
 
 
+RANGE_BYTES = 128 * 1024 * 1024   # pieces small enough to balance 2+ workers over a few 1 GiB files
+
+
+def _range_job(args):
+    ctx, path, start, size, lo, hi = args
+    return clc.scan_range(ctx, path, start, size, lo, hi)
+
+
+def _scan_parallel(args: list, jobs: int, progress) -> list:
+    """Commitlog files split into ranges at record boundaries (clc.scan_range), checked by `jobs`
+    processes, joined per file in order (clc.merge_ranges): the same FileResults as one walk per file."""
+    import multiprocessing as mp
+
+    tasks, owner = [], []
+    for k, (ctx, path, start, size) in enumerate(args):
+        limit = min(size, ctx.file_size)
+        pieces = max(1, -(-limit // RANGE_BYTES))
+        pts = clc.split_points(size, ctx.file_size, pieces)
+        for lo, hi in zip(pts, pts[1:]):
+            tasks.append((ctx, path, start, size, lo, hi))
+            owner.append(k)
+    parts: list = [[] for _ in args]
+    with mp.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
+        for k, (t, fr) in enumerate(zip(tasks, pool.imap(_range_job, tasks))):
+            parts[owner[k]].append(fr)
+            if progress:
+                progress((t[5] if t[5] is not None else min(t[3], t[0].file_size)) - t[4])
+    return [clc.merge_ranges(a[0], p) for a, p in zip(args, parts)]
+
+
 def _merge_tracks(tracks: dict, fr: clc.FileResult, continuous: bool) -> None:
     """continuous: the previous file ended with its BLANK record and this file follows it directly,
     so queue offsets must continue (otherwise the jump is a consequence of a reported problem)."""
@@ -138,14 +168,8 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
         for i, f in enumerate(files):
             ctx = clc.ScanContext(**{**base.__dict__, "is_last": i >= last_data})
             args.append((ctx, str(f.path), f.start, f.size))
-        if jobs > 1 and len(files) > 1:
-            import multiprocessing as mp
-
-            with mp.get_context("fork").Pool(min(jobs, len(files))) as pool:
-                for fr in pool.imap(_scan_job, args):
-                    results.append(fr)
-                    if progress:
-                        progress(fr.size)
+        if jobs > 1:
+            results = _scan_parallel(args, jobs, progress)
         else:
             for a in args:
                 fr = _scan_job(a)
