@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -17,6 +18,7 @@ import faultlib as F
 from oracle_helpers import fixture_dirs, load_manifest
 from rmqctl import scan
 from rmqctl.check import commitlog as clc
+from rmqctl.check import consumequeue as cqc
 from rmqctl.check.commitlog import (ERROR, FileResult, Finding, QueueTrack, _classify_end, _CqReader,
                                     _props_problem, _tags_fast, _utf8_ok)
 from rmqctl.dispatch import SCHEDULE_TOPIC, tags_code
@@ -374,3 +376,171 @@ def test_parallel_ranges_report_equals_one_process(synthetic, tmp_path, monkeypa
         one = report(1)
         assert report(2) == one
         assert bool(damaged) == any(f["check"] == "commitlog.body_crc" for f in one[0])
+
+
+def reference_check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_min: int, cl_end: int,
+                findings: list, commitlog_scanned: bool = True, cl_gaps=()) -> QueueResult:
+    """One consume queue. `track` is the merged QueueTrack of the commitlog pass (None if no record of
+    this queue was seen); cl_min/cl_end the commitlog's min offset and end of the last valid record;
+    cl_gaps the [start, end) ranges of missing commitlog files (F08)."""
+    d = root / "consumequeue" / topic / str(qid)
+    fq = cqc.FileQueue.scan(d)
+    cqc.check_queue_files(fq, cq_file_size, findings)
+    res = cqc.QueueResult()
+    first_rec_q = track.first_q if track else None
+    last_rec_q = track.last_q if track else None
+    ended_at = None         # logical offset of the first invalid unit
+    hole_reported = False
+    ahead_first, ahead_n = None, 0
+    orphan_first, orphan_n = None, 0
+    seen_real = False
+    gap_first = None
+    for fi, f in enumerate(fq.files):
+        base = f.start // 20
+        n_units = min(f.size, cq_file_size) // 20
+        for i, (phys, size, tags) in enumerate(cqc._iter_units(f.path, n_units)):
+            q = base + i
+            valid = phys >= 0 and size > 0
+            if not valid:
+                if ended_at is None:
+                    ended_at = q
+                continue
+            if ended_at is not None:
+                if not hole_reported and (phys, size) != (0, 0):
+                    hole_reported = True
+                    findings.append(Finding(ERROR, "cq.hole", str(f.path), i * 20, f"no unit after offset {ended_at}",
+                                            f"unit (phys {phys}, size {size})",
+                                            f"valid-looking unit after an invalid one at queue offset {ended_at}: "
+                                            f"the broker's recovery ends the queue at the hole"))
+                continue
+            if size == cqc.PRE_BLANK_SIZE and phys == 0 and tags == 0:
+                if seen_real or fi != 0:
+                    findings.append(Finding(ERROR, "cq.pre_blank", str(f.path), i * 20, "a message unit",
+                                            "pre-blank unit (0, 2147483647, 0)",
+                                            "pre-blank units belong only before the first unit of the first file"))
+                res.min_valid = q + 1
+                continue
+            if not seen_real:
+                seen_real = True
+                res.min_valid = q
+            res.max_phys_end = phys + size
+            res.valid_end = q + 1
+            if not commitlog_scanned:
+                continue
+            if cl_gaps and gap_first is None:
+                for g0, g1 in cl_gaps:
+                    if g0 <= phys < g1:
+                        gap_first = (str(f.path), i * 20, q, phys, g0, g1)
+                        break
+            if first_rec_q is not None and first_rec_q <= q <= last_rec_q:
+                continue    # compared with its record by the commitlog pass
+            if phys + size <= cl_min:
+                continue    # message in a deleted (expired) commitlog file
+            if phys >= cl_end:
+                ahead_n += 1
+                if ahead_first is None:
+                    ahead_first = (str(f.path), i * 20, q, phys)
+            else:
+                orphan_n += 1
+                if orphan_first is None:
+                    orphan_first = (str(f.path), i * 20, q, phys)
+    if ahead_first:
+        p, pos, q, phys = ahead_first
+        findings.append(Finding(ERROR, "cq.ahead", p, pos, f"physical offset < {cl_end} (commitlog end)",
+                                phys, f"{ahead_n} unit(s) from queue offset {q} point past the end of the "
+                                f"commitlog (CQ ahead, F09): consumers would read messages that do not exist"))
+    if gap_first:
+        p, pos, q, phys, g0, g1 = gap_first
+        findings.append(Finding(ERROR, "cq.points_into_gap", p, pos, "a unit pointing at an existing commitlog file",
+                                f"physical offset {phys} in the missing range [{g0}, {g1})",
+                                f"queue offset {q} and following units reference a missing commitlog file (F08)"))
+    if orphan_first:
+        p, pos, q, phys = orphan_first
+        findings.append(Finding(ERROR, "cq.orphan_unit", p, pos, f"a record of {topic}:{qid} at queue offset {q}",
+                                f"physical offset {phys}",
+                                f"{orphan_n} unit(s) point into the commitlog where no record of this queue "
+                                f"has this queue offset"))
+    if track is not None and commitlog_scanned:
+        if track.first_missing:
+            phys, q = track.first_missing
+            p, pos = cqc.unit_location(d, cq_file_size, q)
+            behind = q >= res.valid_end
+            findings.append(Finding(
+                ERROR, "cq.behind" if behind else "cq.missing_unit", p, pos,
+                f"unit for commitlog offset {phys} (queue offset {q})",
+                f"queue ends at offset {res.valid_end}" if behind else "no valid unit",
+                f"{track.missing} message(s) in the commitlog are not in this consume queue"
+                + (" (undispatched tail, F10): the broker re-dispatches them only in abnormal recovery"
+                   if behind else "")))
+        if track.first_mismatch:
+            q, exp, act = track.first_mismatch
+            p, pos = cqc.unit_location(d, cq_file_size, q)
+            findings.append(Finding(
+                ERROR, "cq.unit_mismatch", p, pos, f"(phys {exp[0]}, size {exp[1]}, tags {exp[2]})",
+                f"(phys {act[0]}, size {act[1]}, tags {act[2]})",
+                f"{track.mismatches} unit(s) disagree with the commitlog record at their queue offset (F11)"))
+        if track.first_gap:
+            phys, want, got = track.first_gap
+            findings.append(Finding(
+                ERROR, "commitlog.queue_offset_gap", str(root / "commitlog"), phys, want, got,
+                f"{track.gaps} jump(s) in QUEUEOFFSET of {topic}:{qid} ('logic queue order maybe wrong')"))
+    return res
+
+
+def _cq_equal(root: Path, cq_file_size: int, file_size: int):
+    """check_queue (arrays per chunk) == the per-unit reference, for every queue, with the tracks of a
+    real commitlog pass and without (commitlog not scanned), and with a made-up commitlog gap."""
+    from rmqctl.check import run
+
+    tracks: dict = {}
+    results = [clc.scan_file(*a) for a in _contexts(root, file_size, cq_file_size)]
+    prev = None
+    for fr in results:
+        run._merge_tracks(tracks, fr, prev is not None and prev.full and fr.start == prev.start + file_size)
+        prev = fr
+    cl_end = max((fr.end for fr in results), default=0)
+    qdirs = sorted((p.parent.name, int(p.name)) for p in (root / "consumequeue").glob("*/*") if p.is_dir())
+    for topic, qid in qdirs:
+        for scanned, gaps, cl_min in ((True, (), 0), (False, (), 0), (True, ((0, cl_end // 2),), cl_end // 3)):
+            f1, f2 = [], []
+            a = cqc.check_queue(root, topic, qid, cq_file_size, tracks.get((topic, qid)), cl_min, cl_end, f1,
+                                commitlog_scanned=scanned, cl_gaps=gaps)
+            b = reference_check_queue(root, topic, qid, cq_file_size, tracks.get((topic, qid)), cl_min, cl_end,
+                                      f2, commitlog_scanned=scanned, cl_gaps=gaps)
+            assert (asdict(a), [asdict(x) for x in f1]) == (asdict(b), [asdict(x) for x in f2]), (topic, qid)
+
+
+@pytest.mark.parametrize("fx", FIXTURES, ids=[p.name for p in FIXTURES])
+def test_check_queue_equal_on_fixtures(fx):
+    sc = load_manifest(fx)["store_config"]
+    _cq_equal(fx / "store", sc["mappedFileSizeConsumeQueue"], sc["mappedFileSizeCommitLog"])
+
+
+PRE_BLANK = struct.pack(">qiq", 0, 0x7FFFFFFF, 0)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(["flip", "zero", "pre_blank", "garbage", "cut"]),
+                          st.integers(0, 255)), max_size=5))
+def test_check_queue_equal_under_damage(synthetic, edits):
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(shutil.copytree(synthetic, Path(d) / "store"))
+        cqs = sorted(p for p in (root / "consumequeue").rglob("0*") if p.is_file())
+        for pos, how, x in edits:
+            p = cqs[pos % len(cqs)]
+            data = bytearray(p.read_bytes())
+            if len(data) < 20:
+                continue
+            u = (pos // len(cqs)) % (len(data) // 20) * 20
+            if how == "flip":
+                data[u + x % 20] ^= 1 << (x % 8)
+            elif how == "zero":
+                data[u:u + 20] = bytes(20)
+            elif how == "pre_blank":
+                data[u:u + 20] = PRE_BLANK
+            elif how == "garbage":
+                data[u:u + 20] = struct.pack(">qiq", x * 1000, 100 + x, x)
+            else:
+                data = data[:u + x % 20]
+            p.write_bytes(bytes(data))
+        _cq_equal(root, 64 * 20, 32 * 1024)

@@ -51,6 +51,30 @@ def _iter_units(path: Path, n_units: int):
         os.close(fd)
 
 
+def _unit_chunks(path: Path, n_units: int):
+    """(first unit index, phys, size, tags) arrays of the units of one file, CHUNK units at a time."""
+    from rmqctl.formats._derive import numpy_dtype
+    from rmqctl.formats.consumequeue import ConsumeQueueUnit
+
+    import numpy as np
+
+    dt = numpy_dtype(ConsumeQueueUnit)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        i = 0
+        while i < n_units:
+            data = os.pread(fd, min(CHUNK, n_units - i) * 20, i * 20)
+            k = len(data) // 20
+            if k == 0:
+                return
+            u = np.frombuffer(data, dt, k)
+            yield (i, u["physical_offset"].astype(np.int64), u["size"].astype(np.int64),
+                   u["tags_code"].astype(np.int64))
+            i += k
+    finally:
+        os.close(fd)
+
+
 def check_queue_files(fq: FileQueue, file_size: int, findings: list, kind: str = "cq") -> None:
     """Names are multiples of the file size, contiguous, every file exactly file_size bytes."""
     for p, why in fq.strays:
@@ -78,6 +102,7 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
     """One consume queue. `track` is the merged QueueTrack of the commitlog pass (None if no record of
     this queue was seen); cl_min/cl_end the commitlog's min offset and end of the last valid record;
     cl_gaps the [start, end) ranges of missing commitlog files (F08)."""
+    import numpy as np
     d = root / "consumequeue" / topic / str(qid)
     fq = FileQueue.scan(d)
     check_queue_files(fq, cq_file_size, findings)
@@ -93,52 +118,86 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
     for fi, f in enumerate(fq.files):
         base = f.start // 20
         n_units = min(f.size, cq_file_size) // 20
-        for i, (phys, size, tags) in enumerate(_iter_units(f.path, n_units)):
-            q = base + i
-            valid = phys >= 0 and size > 0
-            if not valid:
-                if ended_at is None:
-                    ended_at = q
-                continue
-            if ended_at is not None:
-                if not hole_reported and (phys, size) != (0, 0):
+        # a chunk at a time as arrays; the rules are those of a walk over the units in order
+        for i0, phys, size, tags in _unit_chunks(f.path, n_units):
+            m = len(phys)
+            q0 = base + i0
+            valid = (phys >= 0) & (size > 0)
+            if ended_at is None:
+                cut = m if valid.all() else int(np.argmin(valid))
+                if cut < m:
+                    ended_at = q0 + cut
+            else:
+                cut = 0
+            if cut < m and not hole_reported:
+                # a valid-looking unit after the queue ended (an invalid unit): the broker stops at the hole
+                after = np.flatnonzero(valid[cut:])
+                if len(after):
+                    k = cut + int(after[0])
                     hole_reported = True
-                    findings.append(Finding(ERROR, "cq.hole", str(f.path), i * 20, f"no unit after offset {ended_at}",
-                                            f"unit (phys {phys}, size {size})",
+                    findings.append(Finding(ERROR, "cq.hole", str(f.path), (i0 + k) * 20,
+                                            f"no unit after offset {ended_at}",
+                                            f"unit (phys {int(phys[k])}, size {int(size[k])})",
                                             f"valid-looking unit after an invalid one at queue offset {ended_at}: "
                                             f"the broker's recovery ends the queue at the hole"))
+            if cut == 0:
                 continue
-            if size == PRE_BLANK_SIZE and phys == 0 and tags == 0:
-                if seen_real or fi != 0:
-                    findings.append(Finding(ERROR, "cq.pre_blank", str(f.path), i * 20, "a message unit",
-                                            "pre-blank unit (0, 2147483647, 0)",
-                                            "pre-blank units belong only before the first unit of the first file"))
-                res.min_valid = q + 1
+            ph, sz, tg = phys[:cut], size[:cut], tags[:cut]
+            pre = (sz == PRE_BLANK_SIZE) & (ph == 0) & (tg == 0)
+            real = np.flatnonzero(~pre)
+            first_real = int(real[0]) if len(real) else None
+            if pre.any():
+                pk = np.flatnonzero(pre)
+                for k in pk.tolist():
+                    if seen_real or fi != 0 or (first_real is not None and first_real < k):
+                        findings.append(Finding(ERROR, "cq.pre_blank", str(f.path), (i0 + k) * 20, "a message unit",
+                                                "pre-blank unit (0, 2147483647, 0)",
+                                                "pre-blank units belong only before the first unit of the first "
+                                                "file"))
+                last_pre = int(pk[-1])
+            else:
+                last_pre = None
+            # min_valid is set by each pre-blank unit (q + 1) and by the queue's first real unit (q): the
+            # last of those in order wins
+            ev_real = first_real if not seen_real else None
+            if last_pre is not None and (ev_real is None or last_pre > ev_real):
+                res.min_valid = q0 + last_pre + 1
+            elif ev_real is not None:
+                res.min_valid = q0 + ev_real
+            if first_real is None:
                 continue
-            if not seen_real:
-                seen_real = True
-                res.min_valid = q
-            res.max_phys_end = phys + size
-            res.valid_end = q + 1
+            seen_real = True
+            lr = int(real[-1])
+            res.max_phys_end = int(ph[lr]) + int(sz[lr])
+            res.valid_end = q0 + lr + 1
             if not commitlog_scanned:
                 continue
+            rp, rs = ph[real], sz[real]
+            rq = q0 + real
             if cl_gaps and gap_first is None:
+                ing = np.zeros(len(real), bool)
                 for g0, g1 in cl_gaps:
-                    if g0 <= phys < g1:
-                        gap_first = (str(f.path), i * 20, q, phys, g0, g1)
-                        break
-            if first_rec_q is not None and first_rec_q <= q <= last_rec_q:
-                continue    # compared with its record by the commitlog pass
-            if phys + size <= cl_min:
-                continue    # message in a deleted (expired) commitlog file
-            if phys >= cl_end:
-                ahead_n += 1
+                    ing |= (rp >= g0) & (rp < g1)
+                if ing.any():
+                    k = int(np.argmax(ing))
+                    pv = int(rp[k])
+                    g0, g1 = next((g0, g1) for g0, g1 in cl_gaps if g0 <= pv < g1)
+                    gap_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), pv, g0, g1)
+            judge = rp + rs > cl_min     # else: a message in a deleted (expired) commitlog file
+            if first_rec_q is not None:
+                judge &= (rq < first_rec_q) | (rq > last_rec_q)     # else compared by the commitlog pass
+            ahead = judge & (rp >= cl_end)
+            orphan = judge & (rp < cl_end)
+            if ahead.any():
+                k = int(np.argmax(ahead))
+                ahead_n += int(ahead.sum())
                 if ahead_first is None:
-                    ahead_first = (str(f.path), i * 20, q, phys)
-            else:
-                orphan_n += 1
+                    ahead_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), int(rp[k]))
+            if orphan.any():
+                k = int(np.argmax(orphan))
+                orphan_n += int(orphan.sum())
                 if orphan_first is None:
-                    orphan_first = (str(f.path), i * 20, q, phys)
+                    orphan_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), int(rp[k]))
     if ahead_first:
         p, pos, q, phys = ahead_first
         findings.append(Finding(ERROR, "cq.ahead", p, pos, f"physical offset < {cl_end} (commitlog end)",
