@@ -339,16 +339,28 @@ class _Interner:
             return None
         W = max(8, (L + 7) // 8 * 8)
         cols = np.arange(W)
-        idx = rel[:, None] + cols
-        np.minimum(idx, len(b) - 1, out=idx)
-        G = b[idx]
+        if len(b) >= W:
+            # rows of W bytes starting at each string (one memcpy per row, no index matrix); a string
+            # ending less than W bytes before the buffer's end reads from an earlier start and shifts
+            rows = np.lib.stride_tricks.as_strided(b, (len(b) - W + 1, W), (1, 1))
+            r0 = np.minimum(rel, len(b) - W)
+            G = rows[r0]
+            sh = rel - r0
+            if sh.any():
+                k = np.flatnonzero(sh)
+                idx = np.minimum(rel[k, None] + cols, len(b) - 1)
+                G[k] = b[idx]
+        else:
+            G = b[np.minimum(rel[:, None] + cols, len(b) - 1)]
         G[cols[None, :] >= length[:, None]] = 0
         V = G.view(np.uint64)
         w = V.shape[1]
         h = length.astype(np.uint64)
         M = np.uint64(_M)
-        for k in range(8):
-            h = h * M ^ V[:, k] if k < w else h * M
+        for k in range(w):
+            h = h * M ^ V[:, k]
+        if w < 8:
+            h = h * np.uint64(pow(_M, 8 - w, 1 << 64))
         for _ in range(2):
             pos = np.searchsorted(self.sorted_h, h)
             np.minimum(pos, max(len(self.sorted_h) - 1, 0), out=pos)
@@ -506,9 +518,10 @@ class _RangeScan:
         susp = has & (b[np.where(has, pend - 1, 0)] != 2)
         if not J.isascii():
             susp[np.searchsorted(jstart, np.flatnonzero(Jn >= 0x80), "right") - 1] = True
-        if J.find(b"\x02\x02") >= 0:
-            pp = np.flatnonzero((Jn[:-1] == 2) & (Jn[1:] == 2))
-            susp[np.searchsorted(jstart, pp, "right") - 1] = True
+        twos = np.flatnonzero(Jn == 2)
+        pp = np.flatnonzero(twos[1:] - twos[:-1] == 1)      # an empty segment: \x02\x02
+        if len(pp):
+            susp[np.searchsorted(jstart, twos[pp], "right") - 1] = True
         for i in np.flatnonzero(susp).tolist():
             praw = slices[i]
             try:
@@ -580,7 +593,7 @@ class _RangeScan:
         # consume-queue units of the records, compared as arrays
         if self.cq_slow is None:
             return
-        self._compare(np, slices, (J, Jn, jstart, plen), di, order, gs, qs, offs,
+        self._compare(np, slices, (J, Jn, jstart, plen, twos), di, order, gs, qs, offs,
                       totd if order is None else totd[order], tdi if order is None else tdi[order], firsts,
                       lasts, bt)
 
@@ -674,7 +687,7 @@ class _RangeScan:
             ut[idx] = np.where(ok, u["tags_code"], 0)
             present[idx] = ok
 
-    def _tags(self, np, slices, J, Jn, jstart, plen):
+    def _tags(self, np, slices, J, Jn, jstart, plen, twos):
         """tagsCode (TAGS hash) of every record of the batch: TAGS located as arrays over the joined
         properties, hashed per distinct string. Ambiguous fields (TAGS twice or not at a segment start,
         invalid UTF-8) are parsed fully, as the broker parses them."""
@@ -694,7 +707,6 @@ class _RangeScan:
         fast = np.flatnonzero(segok)
         if len(fast):
             vs = hit[fast] + 5
-            twos = np.flatnonzero(Jn == 2)
             if len(twos):
                 k = np.searchsorted(twos, vs)
                 ve = np.where(k < len(twos), twos[np.minimum(k, len(twos) - 1)], jend[fast])
