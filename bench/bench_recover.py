@@ -13,7 +13,9 @@ Runs, in this order, on the same store (page cache warmed by a first read):
 
 Usage:
   python bench/bench_recover.py --store /tmp/rmqctl-bench-recover/store [--generate --count 2000000 --size 1024]
-Peak RSS per child process via resource.getrusage(RUSAGE_CHILDREN) (wait4). MB/s = commitlog bytes / wall s.
+Peak RSS per child process via resource.getrusage(RUSAGE_CHILDREN) (wait4). MB/s = commitlog bytes / wall s,
+msg/s = messages (consume-queue units counted by `rebuild cq`) / wall s. Prints `uptime` first: run it
+when the machine is quiet.
 """
 from __future__ import annotations
 
@@ -66,9 +68,11 @@ def main():
             sys.exit(r.stderr)
         print("bench-write:", r.stdout.strip().replace("\n", " "))
     log_bytes = sum(p.stat().st_size for p in (store / "commitlog").iterdir())
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     warm(store)
     rmq = [sys.executable, "-m", "rmqctl"]
     rows = []
+    msgs = [0]
 
     def rmqctl(label, *args, abort=False, zero_ckpt=False):
         if zero_ckpt:
@@ -79,6 +83,8 @@ def main():
         if meta["rc"] not in (0, 1):
             sys.exit(f"{label} failed ({meta['rc']}): {err}")
         plan = json.loads(out)
+        if "units" in plan["summary"]:
+            msgs[0] = plan["summary"]["units"]
         rows.append((label, meta["wall"], meta["maxrss_kib"], f"exit {meta['rc']}, {len(plan['actions'])} changes, "
                      f"scan from {plan['commitlog'].get('scan_start')}, {json.dumps(plan['summary'])}"))
 
@@ -102,9 +108,9 @@ def main():
     subprocess.run([*rmq, "recover", store], capture_output=True)
 
     print(f"store: {store}  commitlog {log_bytes / 1e9:.2f} GB")
-    print(f"{'run':34s} {'seconds':>8s} {'MB/s':>8s} {'peak RSS MiB':>12s}  notes")
+    print(f"{'run':34s} {'seconds':>8s} {'MB/s':>8s} {'msg/s':>10s} {'peak RSS MiB':>12s}  notes")
     for label, secs, rss, note in rows:
-        print(f"{label:34s} {secs:8.1f} {log_bytes / 1e6 / secs:8.0f} {rss / 1024:12.0f}  {note}")
+        print(f"{label:34s} {secs:8.2f} {log_bytes / 1e6 / secs:8.0f} {msgs[0] / secs:10.0f} {rss / 1024:12.0f}  {note}")
 
 
 if __name__ == "__main__":

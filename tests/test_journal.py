@@ -120,3 +120,46 @@ def test_latest_not_undone_op_first(store):
 def test_nothing_to_undo(store):
     with pytest.raises(UsageError):
         jn.undo(store)
+
+
+def test_undo_of_big_files_streams_with_flat_memory(store):
+    """A 48 MiB segment deleted, another replaced, a 40 MiB range zeroed, a tail truncated: undo
+    restores every byte while holding only a few MiB (tracemalloc peak), and refuses (changing
+    nothing) when a saved copy was damaged."""
+    import hashlib
+    import tracemalloc
+
+    from rmqctl.repair import journal_ops as JO
+
+    size = 48 << 20
+    seg = [store / "commitlog" / f"{i * size:020d}" for i in range(3)]
+    for i, p in enumerate(seg):
+        with open(p, "wb") as f:
+            for k in range(48):
+                f.write(hashlib.sha256(b"%d-%d" % (i, k)).digest() * (1 << 15))
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in seg}
+    staged = store / "new"
+    staged.write_bytes(b"x" * 1000)
+    j = JO.open_journal(store, "big")
+    JO.delete_file(j, seg[0])
+    JO.install_file(j, seg[1], staged)
+    JO.write_range(j, seg[2], 8 << 20, zeros=40 << 20)
+    JO.committed(j)
+    assert not seg[0].exists() and seg[1].stat().st_size == 1000
+    tracemalloc.start()
+    jn.undo(store)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in seg} == before
+    assert peak < 8 << 20, peak
+    # a damaged saved copy: refused before the target changes
+    j = JO.open_journal(store, "big2")
+    JO.write_range(j, seg[2], 0, zeros=4 << 20)
+    JO.committed(j)
+    damaged = next((j.dir / "files").iterdir())
+    with open(damaged, "r+b") as f:
+        f.write(b"\xff")
+    zeroed = hashlib.sha256(seg[2].read_bytes()).hexdigest()
+    with pytest.raises(ProblemsFound):
+        jn.undo(store)
+    assert hashlib.sha256(seg[2].read_bytes()).hexdigest() == zeroed

@@ -101,6 +101,103 @@ def _read_range(path: Path, offset: int, length: int) -> bytes | None:
         return None
 
 
+# Undo works on GiB segment files: everything below reads and copies in CHUNK pieces (flat memory).
+CHUNK = 1 << 20
+
+
+def _chunks(fd: int, offset: int, length: int | None):
+    """pread the range [offset, offset+length) (to EOF when length is None) in CHUNK pieces."""
+    pos = offset
+    while length is None or pos < offset + length:
+        want = CHUNK if length is None else min(CHUNK, offset + length - pos)
+        data = os.pread(fd, want, pos)
+        if not data:
+            return
+        yield data
+        pos += len(data)
+
+
+def hash_range(path: Path, offset: int = 0, length: int | None = None, prefix: int | None = None):
+    """Streamed sha256 of a file range: (hex of what is there, hex of its first `prefix` bytes, bytes
+    read); (None, None, 0) when the file does not exist."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None, None, 0
+    try:
+        h, hp, n = hashlib.sha256(), None, 0
+        for data in _chunks(fd, offset, length):
+            if prefix is not None and hp is None and n + len(data) >= prefix:
+                h.update(data[:prefix - n])
+                hp = h.copy()
+                h.update(data[prefix - n:])
+            else:
+                h.update(data)
+            n += len(data)
+        if prefix is not None and hp is None:
+            hp = h.copy()
+        return h.hexdigest(), (hp.hexdigest() if hp is not None else None), n
+    finally:
+        os.close(fd)
+
+
+def file_sha256(path: Path) -> str | None:
+    return hash_range(path)[0]
+
+
+def _write_all(fd: int, data, pos: int | None = None) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view) if pos is None else os.pwrite(fd, view, pos)
+        view = view[n:]
+        if pos is not None:
+            pos += n
+
+
+def copy_checked(src: Path, dst_fd: int, dst_pos: int | None, expect_sha: str | None) -> int:
+    """Copy the whole of `src` into dst_fd (at dst_pos, or the current position) in CHUNK pieces,
+    hashing as it goes; ProblemsFound when the hash is not `expect_sha` (checked before the caller
+    makes the copy visible). Returns the bytes copied."""
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        h, n = hashlib.sha256(), 0
+        for data in _chunks(fd, 0, None):
+            h.update(data)
+            _write_all(dst_fd, data, None if dst_pos is None else dst_pos + n)
+            n += len(data)
+    finally:
+        os.close(fd)
+    if expect_sha is not None and h.hexdigest() != expect_sha:
+        raise ProblemsFound("saved copy does not match its recorded sha256", path=src)
+    return n
+
+
+def verify_saved(src: Path, expect_sha: str | None) -> None:
+    if expect_sha is not None and hash_range(src)[0] != expect_sha:
+        raise ProblemsFound("saved copy does not match its recorded sha256", path=src)
+
+
+def restore_file_durably(path: Path, saved: Path, expect_sha: str, *, mode: int | None = None) -> None:
+    """write_file_durably from a saved copy, streamed: tmp beside the target, checked, fsynced, renamed."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
+    try:
+        try:
+            copy_checked(saved, fd, None, expect_sha)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
 class Journal:
     """One operation's quarantine folder and journal. Create with ``Journal.begin``."""
 
@@ -300,8 +397,7 @@ def plan_undo(store, rec: OpRecord) -> list[UndoStep]:
         path = _abs(store, e["path"])
         kind = e["kind"]
         if kind in ("replace_file", "create_file", "delete_file"):
-            cur = _read(path)
-            h = None if cur is None else sha256(cur)
+            h = file_sha256(path)
             before = e.get("sha256_before")  # None for create_file: "absent"
             after = e.get("sha256_after")     # None for delete_file: "absent"
             if h == before:
@@ -309,11 +405,11 @@ def plan_undo(store, rec: OpRecord) -> list[UndoStep]:
             elif h == after:
                 steps.append(UndoStep(e, "restore"))
             else:
-                what = "missing" if cur is None else f"sha256 {h[:12]}"
+                what = "missing" if h is None else f"sha256 {h[:12]}"
                 steps.append(UndoStep(e, "conflict", f"changed since the op ({what})"))
         elif kind == "truncate_file":
             size = os.path.getsize(path) if path.exists() else None
-            if size == e["old_len"] and sha256(_read_range(path, e["new_len"], e["old_len"] - e["new_len"]) or b"") \
+            if size == e["old_len"] and hash_range(path, e["new_len"], e["old_len"] - e["new_len"])[0] \
                     == e["sha256_before"]:
                 steps.append(UndoStep(e, "skip", "already as before"))
             elif size == e["new_len"]:
@@ -321,10 +417,9 @@ def plan_undo(store, rec: OpRecord) -> list[UndoStep]:
             else:
                 steps.append(UndoStep(e, "conflict", f"size is {size}, expected {e['new_len']}"))
         elif kind == "write_range":
-            cur = _read_range(path, e["offset"], e["length"])
-            h = None if cur is None else sha256(cur)
-            if cur is not None and sha256(cur[:e["old_length"]]) == e["sha256_before"] and \
-                    (e["old_length"] == e["length"] or len(cur) == e["old_length"]):
+            h, h_old, n = hash_range(path, e["offset"], e["length"], prefix=e["old_length"])
+            if h is not None and h_old == e["sha256_before"] and \
+                    (e["old_length"] == e["length"] or n == e["old_length"]):
                 steps.append(UndoStep(e, "skip", "already as before"))
             elif h == e["sha256_after"]:
                 steps.append(UndoStep(e, "restore"))
@@ -334,14 +429,14 @@ def plan_undo(store, rec: OpRecord) -> list[UndoStep]:
 
 
 def _apply(store: Path, rec: OpRecord, step: UndoStep) -> None:
+    """Restore one entry. Saved copies are streamed (CHUNK at a time) and checked against their
+    recorded sha256 before the target changes; every write is fsynced."""
     e = step.entry
     path = _abs(store, e["path"])
     kind = e["kind"]
-    saved = (rec.dir / e["saved"]).read_bytes() if e.get("saved") else None
+    saved = rec.dir / e["saved"] if e.get("saved") else None
     if kind in ("replace_file", "delete_file"):
-        if sha256(saved) != e["sha256_before"]:
-            raise ProblemsFound("saved copy does not match its recorded sha256", path=rec.dir / e["saved"])
-        write_file_durably(path, saved, mode=e.get("mode"))
+        restore_file_durably(path, saved, e["sha256_before"], mode=e.get("mode"))
         if e.get("mode") is not None:
             os.chmod(path, e["mode"])
     elif kind == "create_file":
@@ -349,20 +444,24 @@ def _apply(store: Path, rec: OpRecord, step: UndoStep) -> None:
             os.unlink(path)
             fsync_dir(path.parent)
     elif kind == "truncate_file":
-        with open(path, "r+b") as f:
-            f.truncate(e["new_len"])
-            f.seek(e["new_len"])
-            f.write(saved)
-            f.flush()
-            os.fsync(f.fileno())
+        verify_saved(saved, e.get("sha256_before"))
+        fd = os.open(path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, e["new_len"])
+            copy_checked(saved, fd, e["new_len"], e.get("sha256_before"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     elif kind == "write_range":
-        with open(path, "r+b") as f:
-            f.seek(e["offset"])
-            f.write(saved)
+        verify_saved(saved, e.get("sha256_before"))
+        fd = os.open(path, os.O_RDWR)
+        try:
+            copy_checked(saved, fd, e["offset"], e.get("sha256_before"))
             if e["old_length"] < e["length"]:  # the op extended the file
-                f.truncate(e["offset"] + e["old_length"])
-            f.flush()
-            os.fsync(f.fileno())
+                os.ftruncate(fd, e["offset"] + e["old_length"])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def find_op(store, op: str | None) -> OpRecord:

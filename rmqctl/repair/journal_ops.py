@@ -100,10 +100,9 @@ def _resume(store: Path, rec: J.OpRecord) -> J.Journal:
         if e["kind"] in ("delete_file", "replace_file") and target.exists() \
                 and sha256_file(target) == e.get("sha256_before"):
             _link_or_copy(target, rec.dir / saved)
-        elif e["kind"] == "write_range" and target.exists():
-            data = J._read_range(target, e["offset"], e["length"]) or b""
-            if J.sha256(data[:e["old_length"]]) == e["sha256_before"]:
-                _write_new(rec.dir / saved, data[:e["old_length"]])
+        elif e["kind"] == "write_range" and target.exists() \
+                and J.hash_range(target, e["offset"], e["old_length"])[0] == e["sha256_before"]:
+            _copy_range(target, e["offset"], e["old_length"], rec.dir / saved)
     j._append({"kind": "resume", "pid": os.getpid()})
     return j
 
@@ -125,6 +124,22 @@ def _write_new(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _copy_range(src: Path, offset: int, length: int, dst: Path) -> None:
+    """Bounded copy of a file range into a new file, fsynced."""
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for data in J._chunks(fd, offset, length):
+                J._write_all(out, data)
+            os.fsync(out)
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+    J.fsync_dir(dst.parent)
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

@@ -29,6 +29,7 @@ from rmqctl.store.files import FileQueue, offset_name
 UNIT = struct.Struct(">qiq")
 UNIT_SIZE = 20
 PRE_BLANK = UNIT.pack(0, cqf.PRE_BLANK_SIZE, 0)
+_UNIT_DT = [("p", ">i8"), ("s", ">i4"), ("t", ">i8")]
 
 
 _TAG_HASH: dict = {}
@@ -68,14 +69,21 @@ class QueueState:
     dropped_valid_below: int | None = None   # phys of the first valid unit dropped below the cut
     dropped_units: int = 0     # units removed by the truncation
     # appended by dispatch
-    base: int | None = None    # logical byte position where `out` starts
+    base: int | None = None    # logical byte position where the appended units start
     end: int = 0               # current logical write end
-    out: bytearray = field(default_factory=bytearray)
+    out: bytearray = field(default_factory=bytearray)   # units from out_base to end
+    out_base: int = 0
     added: int = 0
+    # streaming: with stage_dir set, every file the appends have completed is finished (compared with
+    # the existing file, staged when different) as soon as it is complete, so `out` holds at most one file
+    stage_dir: Path | None = None
+    staged: list = field(default_factory=list)          # (file start, staged path) of changed files
+    done_files: set = field(default_factory=set)        # file starts already finished
 
     def start_from_existing(self):
         self.end = self.keep_end
         self.base = self.keep_end if self.kept_any else None
+        self.out_base = self.base or 0
 
     def put(self, phys: int, size: int, tags: int, cq_offset: int) -> None:
         if phys + size <= self.max_phys:
@@ -87,6 +95,7 @@ class QueueState:
             start = expect - expect % fs
             self.base = start
             self.end = start
+            self.out_base = start
             if cq_offset != 0:
                 n = (expect % fs) // UNIT_SIZE
                 self.out += PRE_BLANK * n
@@ -97,6 +106,86 @@ class QueueState:
         self.end += UNIT_SIZE
         self.max_phys = phys + size
         self.added += 1
+        if self.stage_dir is not None and self.end - self.out_base >= self.file_size:
+            self.flush_full()
+
+    def put_many(self, phys, size, tags, cq_offset) -> None:
+        """put() for many units of this queue in commitlog order (numpy int64 arrays). The common case
+        -- nothing already built, queue offsets not behind the write end -- is appended in one go;
+        anything else takes put()'s path unit by unit."""
+        import numpy as np
+
+        n = len(phys)
+        if not n:
+            return
+        ends = phys + size
+        i = int(np.searchsorted(ends, self.max_phys, "right")) if self.max_phys >= 0 else 0
+        if i < n and self.base is None:
+            self.put(int(phys[i]), int(size[i]), int(tags[i]), int(cq_offset[i]))
+            i += 1
+        if i >= n:
+            return
+        q = cq_offset[i:]
+        k = len(q)
+        at = self.end + UNIT_SIZE * np.arange(k, dtype=np.int64)
+        if not ((q == 0) | (q * UNIT_SIZE >= at)).all() or (ends[i] <= self.max_phys):
+            for j in range(i, n):
+                self.put(int(phys[j]), int(size[j]), int(tags[j]), int(cq_offset[j]))
+            return
+        u = np.empty(k, _UNIT_DT)
+        u["p"], u["s"], u["t"] = phys[i:], size[i:], tags[i:]
+        self.out += u.tobytes()
+        self.end += UNIT_SIZE * k
+        self.max_phys = int(ends[-1])
+        self.added += k
+        if self.stage_dir is not None and self.end - self.out_base >= self.file_size:
+            self.flush_full()
+
+    def _file_bytes(self, s: int, old: bytes | None) -> bytes:
+        fs = self.file_size
+        buf = bytearray(fs)
+        if self.kept_any and s < self.keep_end and old is not None:
+            k = min(fs, self.keep_end - s)
+            buf[:k] = old[:k].ljust(k, b"\0")
+        if self.base is not None:
+            a, b = max(self.base, s, self.out_base), min(self.end, s + fs)
+            if b > a:
+                buf[a - s:b - s] = self.out[a - self.out_base:b - self.out_base]
+        return bytes(buf)
+
+    def _existing(self, s: int):
+        for f in self.files:
+            if f.start == s:
+                return f
+        return None
+
+    def flush_full(self) -> None:
+        """Finish every file that the appended units have completed (bounded memory)."""
+        fs = self.file_size
+        while self.end - (self.out_base - self.out_base % fs) >= fs:
+            s = self.out_base - self.out_base % fs
+            f = self._existing(s)
+            old = read_file(f.path, fs) if f is not None else None
+            new = self._file_bytes(s, old)
+            if old is None or new != old:
+                self.stage_dir.mkdir(parents=True, exist_ok=True)
+                staged = self.stage_dir / offset_name(s)
+                write_staged(staged, new)
+                self.staged.append((s, staged))
+            self.done_files.add(s)
+            del self.out[:s + fs - self.out_base]
+            self.out_base = s + fs
+
+    def finish_files(self) -> list:
+        """(file start, staged path) of every changed file: those finished while streaming plus the rest."""
+        if self.stage_dir is None:
+            raise ValueError("finish_files needs stage_dir")
+        for s, data in self.new_file_contents(lambda p: read_file(p, self.file_size)):
+            self.stage_dir.mkdir(parents=True, exist_ok=True)
+            staged = self.stage_dir / offset_name(s)
+            write_staged(staged, data)
+            self.staged.append((s, staged))
+        return sorted(self.staged)
 
     @property
     def changed(self) -> bool:
@@ -126,17 +215,9 @@ class QueueState:
                 s += fs
         if self.kept_any and self.keep_end % fs:
             starts.add(self.keep_end - self.keep_end % fs)
-        for s in sorted(starts):
+        for s in sorted(starts - self.done_files):
             old = read_existing(existing[s].path) if s in existing else None
-            buf = bytearray(fs)
-            if self.kept_any and s < self.keep_end and old is not None:
-                k = min(fs, self.keep_end - s)
-                buf[:k] = old[:k].ljust(k, b"\0")
-            if self.base is not None:
-                a, b = max(self.base, s), min(self.end, s + fs)
-                if b > a:
-                    buf[a - s:b - s] = self.out[a - self.base:b - self.base]
-            new = bytes(buf)
+            new = self._file_bytes(s, old)
             if old is None or new != old:
                 yield s, new
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import struct
 import time
-from array import array
 from pathlib import Path
 
 from rmqctl.dispatch import index_keys
@@ -34,6 +33,7 @@ HEADER = struct.Struct(">qqqqii")
 ITEM = struct.Struct(">iqii")
 INT_MAX = 2**31 - 1
 _ITEM_BUF = 1 << 16   # items buffered before one pwrite
+_ITEM_DT = [("h", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("pre", ">i4")]
 
 
 def index_name(ts_ms: int) -> str:
@@ -102,15 +102,18 @@ class IndexFileBuilder:
 
     def __init__(self, path: Path, name: str, hash_slot_num: int, index_num: int,
                  prev_end_phy: int = 0, prev_end_ts: int = 0):
+        import numpy as np
+
         self.path, self.name = Path(path), name
         self.S, self.N = hash_slot_num, index_num
         self.size = ixf.file_size(hash_slot_num, index_num)
-        self.slots = array("i", bytes(4 * hash_slot_num))
+        self.slots = np.zeros(hash_slot_num, np.int32)
         self.begin_ts = self.end_ts = prev_end_ts if prev_end_ts > 0 else 0
         self.begin_phy = self.end_phy = prev_end_phy if prev_end_phy > 0 else 0
         self.hash_slot_count = 0
         self.index_count = 1
-        self._buf = bytearray()
+        self._buf: list = []
+        self._buf_items = 0
         self._buf_first = 1            # item number of the first buffered item
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         os.ftruncate(self._fd, self.size)
@@ -120,43 +123,70 @@ class IndexFileBuilder:
     def full(self) -> bool:
         return self.index_count >= self.N
 
+    @property
+    def room(self) -> int:
+        return max(0, self.N - self.index_count)
+
     def put(self, key_hash: int, phy: int, store_ts: int) -> bool:
+        import numpy as np
+
         if self.index_count >= self.N:
             return False
-        slot = key_hash % self.S
-        slot_value = self.slots[slot]
-        if slot_value <= 0 or slot_value > self.index_count:
-            slot_value = 0
-        if self.begin_ts <= 0:
-            diff = 0
-        else:
-            diff = int((store_ts - self.begin_ts) / 1000)   # Java long division truncates toward 0
-            if diff > INT_MAX:
-                diff = INT_MAX
-            elif diff < 0:
-                diff = 0
-        self._buf += ITEM.pack(key_hash, phy, diff, slot_value)
-        n = self.index_count
-        self.slots[slot] = n
-        if n <= 1:
-            self.begin_phy, self.begin_ts = phy, store_ts
-        if slot_value == 0:
-            self.hash_slot_count += 1
-        self.index_count = n + 1
-        self.end_phy, self.end_ts = phy, store_ts
-        if len(self._buf) >= _ITEM_BUF * ixf.ITEM_SIZE:
-            self._flush_items()
+        self.put_many(np.asarray([key_hash], np.int64), np.asarray([phy], np.int64), np.asarray([store_ts], np.int64))
         return True
+
+    def put_many(self, h, phy, ts) -> None:
+        """IndexFile.putKey for len(h) <= room items in order (arrays of int64), vectorised: an item's
+        preIndexNo is the previous item of its slot in this call, else the slot table's value; the
+        slot ends with the last item's number; hashSlotCount counts items that found the slot empty."""
+        import numpy as np
+
+        k = len(h)
+        if not k:
+            return
+        assert k <= self.room
+        n0 = self.index_count
+        nums = n0 + np.arange(k, dtype=np.int64)
+        slot = h % self.S
+        order = np.argsort(slot, kind="stable")
+        ss, ns = slot[order], nums[order]
+        same = np.zeros(k, bool)
+        same[1:] = ss[1:] == ss[:-1]
+        tv = self.slots[ss].astype(np.int64)
+        tv = np.where((tv <= 0) | (tv > ns), 0, tv)
+        pre_sorted = np.where(same, np.concatenate([[0], ns[:-1]]), tv)
+        pre = np.empty(k, np.int64)
+        pre[order] = pre_sorted
+        self.hash_slot_count += int((pre == 0).sum())
+        last = np.ones(k, bool)
+        last[:-1] = ss[1:] != ss[:-1]
+        self.slots[ss[last]] = ns[last]
+        # timeDiff against the header's beginTimestamp as it is when the item is put (set by item 1)
+        begin = np.full(k, self.begin_ts, np.int64)
+        if n0 <= 1:
+            self.begin_phy, self.begin_ts = int(phy[0]), int(ts[0])
+            begin[1:] = self.begin_ts
+        d = ts - begin
+        d = np.where(d < 0, 0, d // 1000)
+        d = np.where(begin <= 0, 0, np.minimum(d, INT_MAX))
+        items = np.empty(k, _ITEM_DT)
+        items["h"], items["phy"], items["diff"], items["pre"] = h, phy, d, pre
+        self._buf.append(items.tobytes())
+        self._buf_items += k
+        self.index_count = n0 + k
+        self.end_phy, self.end_ts = int(phy[-1]), int(ts[-1])
+        if self._buf_items >= _ITEM_BUF:
+            self._flush_items()
 
     def _flush_items(self) -> None:
         if self._buf:
             pos = self._items_base + ixf.ITEM_SIZE * self._buf_first
-            view = memoryview(self._buf)
+            view = memoryview(b"".join(self._buf))
             while view:
                 n = os.pwrite(self._fd, view, pos)
                 view, pos = view[n:], pos + n
-            self._buf_first += len(self._buf) // ixf.ITEM_SIZE
-            self._buf = bytearray()
+            self._buf_first += self._buf_items
+            self._buf, self._buf_items = [], 0
 
     def header_bytes(self) -> bytes:
         return HEADER.pack(self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
@@ -165,7 +195,7 @@ class IndexFileBuilder:
     def finish(self) -> None:
         self._flush_items()
         os.pwrite(self._fd, self.header_bytes(), 0)
-        raw = self.slots.tobytes() if _BIG_ENDIAN else _swap(self.slots)
+        raw = self.slots.astype(">i4").tobytes()
         pos, view = ixf.HEADER_SIZE, memoryview(raw)
         # skip all-zero stretches: the file is sparse and already zero there
         step = 1 << 20
@@ -182,15 +212,6 @@ class IndexFileBuilder:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-_BIG_ENDIAN = array("i", [1]).tobytes() == b"\x00\x00\x00\x01"
-
-
-def _swap(a: array) -> bytes:
-    b = array("i", a)
-    b.byteswap()
-    return b.tobytes()
 
 
 class IndexRebuilder:
@@ -236,29 +257,76 @@ class IndexRebuilder:
     def dispatch(self, offset: int, store_ts: int, sys_flag: int, topic: str, props: dict) -> None:
         """Queue one record; keys are hashed in vectorised batches, then put in order."""
         keys = index_keys(props) if (sys_flag & cl.TRANSACTION_MASK) != cl.TRANSACTION_ROLLBACK_TYPE else []
-        self._pending.append((offset, store_ts, sys_flag, [f"{topic}#{k}" for k in keys]))
+        self._pending.append((offset, store_ts, [f"{topic}#{k}" for k in keys]))
         if len(self._pending) >= _BATCH:
             self._drain()
 
     def _drain(self) -> None:
+        import numpy as np
+
         pending, self._pending = self._pending, []
-        hashes = iter(batch_hash([k for p in pending for k in p[3]]))
-        for offset, store_ts, sys_flag, keys in pending:
-            hs = [next(hashes) for _ in keys]
+        if not pending:
+            return
+        hashes = batch_hash([k for p in pending for k in p[2]])
+        rows = np.repeat(np.arange(len(pending), dtype=np.int64), [len(p[2]) for p in pending])
+        self.dispatch_many(np.asarray([p[0] for p in pending], np.int64), np.asarray([p[1] for p in pending], np.int64),
+                           rows, np.asarray(hashes, np.int64))
+
+    def dispatch_many(self, offsets, store_ts, item_row, item_hash) -> None:
+        """IndexService.buildIndex for records in commitlog order (offsets, store_ts: one per record)
+        whose keys are given as items (item_row: the record, non-decreasing; item_hash: the key hash),
+        ROLLBACK records contributing none. Per record the broker first gets-or-creates the last file
+        (a new one when it is full, named and timed from this record), skips records before that
+        file's endPhyOffset, then puts the keys, moving to a new file when one does not fit. Runs of
+        items that fit in the current file are put with one vectorised call."""
+        import numpy as np
+
+        if self._pending:
+            self._drain()
+        n = len(offsets)
+        if not n:
+            return
+        if self.skip is not None:
+            hit = np.flatnonzero(offsets == self.skip[0])
+            if len(hit):
+                j = int(hit[0])
+                mine = np.flatnonzero(item_row == j)
+                if len(mine):
+                    drop = mine[:self.skip[1]]
+                    keep = np.ones(len(item_row), bool)
+                    keep[drop] = False
+                    item_row, item_hash = item_row[keep], item_hash[keep]
+                    self.skip = None
+        i, k, m = 0, 0, len(item_row)
+        first = True
+        while i < n:
             f = self.current
             if f is None or f.full:
-                f = self._new_file(store_ts)
-            if offset < f.end_phy:
-                continue
-            if (sys_flag & cl.TRANSACTION_MASK) == cl.TRANSACTION_ROLLBACK_TYPE or not hs:
-                continue
-            if self.skip is not None and self.skip[0] == offset:
-                hs = hs[self.skip[1]:]
-                self.skip = None
-            for h in hs:
-                while not f.put(h, offset, store_ts):
-                    f = self._new_file(store_ts)
-                self.items += 1
+                f = self._new_file(int(store_ts[i]))
+            if first:
+                # records before the file's endPhyOffset add nothing (only possible before the first put:
+                # later files start at the previous file's end, and offsets only grow)
+                first = False
+                if m and f.end_phy > 0:
+                    keep = offsets[item_row] >= f.end_phy
+                    if not keep.all():
+                        item_row, item_hash = item_row[keep], item_hash[keep]
+                        m = len(item_row)
+            if k >= m:
+                break
+            take = min(f.room, m - k)
+            sl = slice(k, k + take)
+            rr = item_row[sl]
+            f.put_many(item_hash[sl], offsets[rr], store_ts[rr])
+            self.items += take
+            k += take
+            if not f.full:
+                break                       # every item fitted
+            last_row = int(item_row[k - 1])
+            if k < m and int(item_row[k]) == last_row:
+                i = last_row                # the record's remaining keys go to a new file, timed by it
+            else:
+                i = last_row + 1            # the next record (with or without keys) opens the next file
 
     def finish(self) -> list[IndexFileBuilder]:
         self._drain()

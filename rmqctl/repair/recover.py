@@ -53,6 +53,7 @@ from rmqctl.scan import BLANK_RECORD, END, ZEROS, FileWalk, find_next_record, la
 from rmqctl.store.commitlog import CommitLog, Walk, open_ro
 from rmqctl.store.files import offset_name
 
+_REAL_COMMITLOG = CommitLog   # the Spark engine swaps CommitLog for its record stream (per-record path)
 V1, V2 = -626843481, -626843477
 BLANK_MAGIC = -875286124
 QUARANTINE_TOPIC = "rmqctl_quarantine"
@@ -217,11 +218,15 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     last = None
     broker_stop = None
     while True:
+        from rmqctl.repair import vecdispatch as VD
+
         walk = Walk()
-        for r in cl.records(pos, walk=walk, check_prop_crc=opts.check_prop_crc):
+        seg_last = None
+        for b in VD.batches(store, files, pos, walk=walk, check_prop_crc=opts.check_prop_crc, progress=progress):
+            seg_last = int(b.offset[-1])
+        if seg_last is not None:
+            r = cl.read_record(seg_last, check_crc=False)
             last = (r.offset, r.store_timestamp, r.store_host_raw, r.store_port)
-            if progress:
-                progress.advance(r.total_size)
         stop = walk.ends[-1].stop if walk.ends else None
         end = stop.offset if stop is not None else pos
         corrupt = stop is not None and stop.kind not in (END, BLANK_RECORD, ZEROS)
@@ -271,7 +276,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
         cut_file = None
     if cut_file is not None:
         with open_ro(cut_file.path) as fd:
-            lnz = last_nonzero(fd, cut - cut_file.start, cut_file.size)
+            lnz = _last_nonzero(fd, cut - cut_file.start, cut_file.size)
         if lnz > cut - cut_file.start:
             plan.add(Action("zero_range", _rel(store, cut_file.path),
                             f"bytes after the last valid record ({broker_stop['kind']} at {cut}); the broker leaves "
@@ -291,6 +296,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     lower = scan_start
     for topic, qid in store.queues():
         st = RC.truncate_state(store, topic, qid, cut)
+        st.stage_dir = ctx.staging / "cq" / topic / str(qid)
         states[(topic, qid)] = st
         if st.dropped_valid_below is not None and not opts.from_start:
             lower = min(lower, max(st.max_phys, files[0].start) if st.max_phys >= 0 else files[0].start)
@@ -314,7 +320,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
         rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num, idx["names"],
                                    prev=idx["prev"], prev_name=idx["prev_name"], skip_keys_at=idx["skip"])
     try:
-        _dispatch(store, cl, segments, scan_start, states, rebuilder, ctx.fillers, idx)
+        _dispatch(store, files, segments, scan_start, states, rebuilder, ctx.fillers, idx, ctx.staging)
     except BaseException:
         if rebuilder:
             rebuilder.abort()
@@ -325,11 +331,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     n_units = 0
     for (topic, qid), st in sorted(states.items()):
         n_units += st.added
-        qdir = ctx.staging / "cq" / topic / str(qid)
-        for start, data in st.new_file_contents(lambda p: RC.read_file(p, st.file_size)):
-            qdir.mkdir(parents=True, exist_ok=True)
-            staged = qdir / offset_name(start)
-            RC.write_staged(staged, data)
+        for start, staged in st.finish_files():
             path = st.path_for(start)
             exists = path.exists()
             plan.add(Action("write_file" if exists else "create_file", _rel(store, path),
@@ -403,11 +405,49 @@ def _same_file(a: Path, b: Path) -> bool:
                 return True
 
 
+def _last_nonzero(fd: int, start: int, end: int) -> int:
+    """rmqctl.scan.last_nonzero, fast on the usual tail of a commitlog (hundreds of MB of zeros, often
+    a hole): holes are skipped with SEEK_DATA/SEEK_HOLE, data extents are checked 8 MiB at a time
+    with numpy, backwards, and only the chunk holding the last non-zero byte is stripped."""
+    import numpy as np
+
+    extents = []
+    pos = start
+    try:
+        while pos < end:
+            d = os.lseek(fd, pos, os.SEEK_DATA)
+            if d >= end:
+                break
+            h = min(os.lseek(fd, d, os.SEEK_HOLE), end)
+            extents.append((d, h))
+            pos = h
+    except OSError as e:    # ENXIO: no data after pos; anything else (no SEEK_DATA support): scan it all
+        import errno
+
+        if e.errno != errno.ENXIO:
+            extents = [(start, end)]
+    step = 8 << 20
+    for a, b in reversed(extents):
+        hi = b
+        while hi > a:
+            lo = max(a, hi - step)
+            data = os.pread(fd, hi - lo, lo)
+            if np.frombuffer(data, np.uint8).any():
+                stripped = data.rstrip(b"\0")
+                return lo + len(stripped)
+            hi = lo
+    return start
+
+
 def _find_resume(store, files, f, stop, fsize) -> int | None:
     """Where valid data resumes after a stop: a resync point in the same file, else the first record of
     a later file (a file whose first record is valid and self-located)."""
     with open_ro(f.path) as fd:
-        nxt = find_next_record(fd, f.start, f.size, stop.pos)
+        # nothing but zeros after the stop (the usual unwritten tail): no record can start there
+        if _last_nonzero(fd, stop.pos + 1, f.size) <= stop.pos + 1:
+            nxt = None
+        else:
+            nxt = find_next_record(fd, f.start, f.size, stop.pos)
     if nxt is not None and stop.kind not in (BLANK_RECORD,):
         return f.start + nxt
     for g in files:
@@ -497,28 +537,19 @@ def _index_plan(store, cut: int) -> dict:
             "names": [q.name for q, _ in rest], "drop": [q for q, _ in rest]}
 
 
-def _dispatch(store, cl, segments, validated_from, states, rebuilder, fillers, idx) -> None:
+def _dispatch(store, files, segments, validated_from, states, rebuilder, fillers, idx, staging) -> None:
+    from rmqctl.repair import vecdispatch as VD
+
     cfg = store.config
-    delay = cfg.delay_levels
     fill_at = {f.start: f for f in fillers}
-    goes_cq, tags_code = D.goes_to_consume_queue, RC.tags_code
     idx_from = idx["from"] if idx is not None else None
+    topics = VD.Topics()
     for si, (a, b) in enumerate(segments):
         walk = Walk()
         # Records before the broker's start file are trusted like the broker trusts them (its reput
         # does not check CRCs either); everything from the start file on was validated by pass 1.
-        for r in cl.records(a, b, check_crc=False, walk=walk):
-            props = r.properties
-            if goes_cq(r.sys_flag):
-                key = (r.topic, r.queue_id)
-                st = states.get(key)
-                if st is None:
-                    st = states[key] = RC.empty_state(store, r.topic, r.queue_id)
-                if fillers and st.base is not None and r.queue_offset * 20 > st.end and r.offset + r.total_size > st.max_phys:
-                    _pad_with_filler(st, r, fillers)
-                st.put(r.offset, r.total_size, tags_code(r.topic, props, r.store_timestamp, delay), r.queue_offset)
-            if rebuilder is not None and r.offset >= idx_from:
-                rebuilder.dispatch(r.offset, r.store_timestamp, r.sys_flag, r.topic, props)
+        for bt in VD.batches(store, files, a, b, check_crc=False, walk=walk):
+            dispatch_batch(store, bt, topics, states, rebuilder, idx_from, cfg.delay_levels, staging, fillers=fillers)
         stop = walk.ends[-1].stop if walk.ends else None
         if a < validated_from and stop is not None and stop.offset < min(b, validated_from) \
                 and stop.kind not in (END, BLANK_RECORD):
@@ -529,12 +560,65 @@ def _dispatch(store, cl, segments, validated_from, states, rebuilder, fillers, i
             rebuilder.dispatch(f.start, f.store_ts, 0xC, QUARANTINE_TOPIC, {})
 
 
-def _pad_with_filler(st, r, fillers) -> None:
-    cands = [f for f in fillers if f.kind == "record" and st.max_phys <= f.start < r.offset]
+def _new_state(store, staging, topic, qid):
+    st = RC.empty_state(store, topic, qid)
+    st.stage_dir = Path(staging) / "cq" / topic / str(qid)
+    return st
+
+
+def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, staging, *, fillers=(),
+                   topic=None, queue=None, create=True) -> None:
+    """CommitLogDispatcherBuildConsumeQueue and BuildIndex for one scanvec batch. `states` None: no
+    consume queues; `rebuilder` None: no index; idx_from: first commitlog offset the index takes.
+    topic/queue restrict the consume queues built (rebuild cq --topic/--queue)."""
+    import numpy as np
+
+    from rmqctl.repair import vecdispatch as VD
+
+    props = VD.Props(bt)
+    tids = topics.of(bt)
+    if states is not None:
+        rows = np.flatnonzero(VD.cq_mask(bt))
+        if topic is not None:
+            ok = np.asarray([n == topic for n in topics.names], bool)
+            rows = rows[ok[tids[rows]]]
+        if queue is not None:
+            rows = rows[bt.queue_id[rows] == queue]
+        if len(rows):
+            codes = VD.tags_codes(bt, props, tids, topics, delay, rows)
+            keys = (tids[rows] << 32) | (bt.queue_id[rows] & 0xFFFFFFFF)
+            offs, sizes, qoffs = bt.offset, bt.total_size, bt.queue_offset
+            for key, g in VD.groups(keys):
+                sel = rows[g]
+                t, q = topics.names[key >> 32], int(bt.queue_id[sel[0]])
+                st = states.get((t, q))
+                if st is None:
+                    if not create:
+                        continue
+                    st = states[(t, q)] = _new_state(store, staging, t, q)
+                if fillers:
+                    for j, c in zip(sel.tolist(), codes[g].tolist()):
+                        o, sz, qo = int(offs[j]), int(sizes[j]), int(qoffs[j])
+                        if st.base is not None and qo * 20 > st.end and o + sz > st.max_phys:
+                            _pad_with_filler(st, o, qo, fillers)
+                        st.put(o, sz, c, qo)
+                else:
+                    st.put_many(offs[sel], sizes[sel], codes[g], qoffs[sel])
+    if rebuilder is not None:
+        offs = bt.offset
+        i0 = int(np.searchsorted(offs, idx_from, "left")) if idx_from is not None else 0
+        if i0 < len(offs):
+            rows = np.arange(i0, len(offs), dtype=np.int64)
+            item_row, item_hash = VD.index_items(bt, props, tids, topics, rows)
+            rebuilder.dispatch_many(offs[rows], bt.store_timestamp[rows], item_row, item_hash)
+
+
+def _pad_with_filler(st, offset, queue_offset, fillers) -> None:
+    cands = [f for f in fillers if f.kind == "record" and st.max_phys <= f.start < offset]
     if not cands:
         return
     f = cands[-1]
-    while st.end < r.queue_offset * 20:
+    while st.end < queue_offset * 20:
         st.out += RC.UNIT.pack(f.start, f.end - f.start, 0)
         st.end += 20
         st.added += 1
@@ -615,7 +699,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
     if what == "cq":
         for t, q in store.queues():
             if (topic is None or t == topic) and (queue is None or q == queue):
-                states[(t, q)] = RC.empty_state(store, t, q)
+                states[(t, q)] = _new_state(store, ctx.staging, t, q)
     rebuilder = None
     if what == "index":
         (ctx.staging / "index").mkdir(parents=True, exist_ok=True)
@@ -624,7 +708,15 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
     delay = cfg.delay_levels
     last = None
     try:
-        for r in cl.records(walk=walk):
+        if CommitLog is _REAL_COMMITLOG:
+            from rmqctl.repair import vecdispatch as VD
+
+            topics = VD.Topics()
+            for bt in VD.batches(store, files, walk=walk, progress=progress):
+                last = int(bt.offset[-1])
+                dispatch_batch(store, bt, topics, states if what == "cq" else None, rebuilder, None, delay,
+                               ctx.staging, topic=topic, queue=queue)
+        for r in (cl.records(walk=walk) if CommitLog is not _REAL_COMMITLOG else ()):
             last = r.offset
             if progress:
                 progress.advance(r.total_size)
@@ -636,7 +728,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
                 key = (r.topic, r.queue_id)
                 st = states.get(key)
                 if st is None:
-                    st = states[key] = RC.empty_state(store, r.topic, r.queue_id)
+                    st = states[key] = _new_state(store, ctx.staging, r.topic, r.queue_id)
                 st.put(r.offset, r.total_size, RC.tags_code(r.topic, r.properties, r.store_timestamp, delay),
                        r.queue_offset)
             else:
@@ -655,11 +747,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
                           "records before it, like the broker's recovery would (run `rmqctl recover`)")
     if what == "cq":
         for (t, q), st in sorted(states.items()):
-            qdir = ctx.staging / "cq" / t / str(q)
-            for start, data in st.new_file_contents(lambda p: RC.read_file(p, st.file_size)):
-                qdir.mkdir(parents=True, exist_ok=True)
-                staged = qdir / offset_name(start)
-                RC.write_staged(staged, data)
+            for start, staged in st.finish_files():
                 path = st.path_for(start)
                 plan.add(Action("write_file" if path.exists() else "create_file", _rel(store, path),
                                 f"consume queue {t}/{q} regenerated ({st.added} units)", group="consumequeue",

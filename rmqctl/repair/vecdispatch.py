@@ -1,0 +1,330 @@
+"""The broker's dispatch rules computed per scanvec Batch as numpy arrays: the commitlog walk of
+CommitLog.records done with rmqctl.scanvec, and for every record of a batch its consume-queue unit
+(goes-to-CQ mask, tagsCode) and its index keys (UNIQ_KEY, then KEYS split on ' ', hashed as
+`topic#key` with Java's String.hashCode).
+
+Properties are never parsed into dicts on the fast path. A batch's property fields are gathered into
+one buffer, each preceded by \\x02, so a property is exactly a segment between two \\x02 and
+`parse_properties`' rules become array operations: a segment named K is one that starts with
+b"K\\x01" and has a non-empty value (the value runs to the next \\x02 and may hold \\x01); the last
+such segment wins. Hashes of ASCII values are the polynomial sum c_j * 31^(n-1-j) mod 2^32 done with
+np.add.reduceat. Records where that shortcut is not exact -- a non-ASCII key or tag (Java hashes
+UTF-16 units of the decoded string), SCHEDULE_TOPIC_XXXX with a DELAY -- go through the per-record
+rules of rmqctl.dispatch with parse_properties, so the output is the broker's in every case.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rmqctl import dispatch as D
+from rmqctl.formats import commitlog as cl
+from rmqctl.formats.index import java_string_hash
+from rmqctl.formats.properties import parse_properties
+from rmqctl.scan import BLANK_RECORD
+from rmqctl.scanvec import walk_file
+from rmqctl.store.commitlog import FileEnd, open_ro
+
+_M32 = np.uint64(0xFFFFFFFF)
+_POW31: np.ndarray | None = None
+_SCHED = D.SCHEDULE_TOPIC.encode()
+
+
+def _pow31(n: int) -> np.ndarray:
+    """31^k mod 2^32 for k < n (uint64)."""
+    global _POW31
+    if _POW31 is None or len(_POW31) < n:
+        m = max(n, 1 << 16)
+        p = np.empty(m, np.uint64)
+        v = 1
+        for k in range(m):     # once per process (65536 steps)
+            p[k] = v
+            v = (v * 31) & 0xFFFFFFFF
+        _POW31 = p
+    return _POW31
+
+
+# --------------------------------------------------------------------------------------------------
+# the walk
+
+def batches(store, files, start=None, end=None, *, check_crc=True, check_phys=True, check_prop_crc=True,
+            walk=None, progress=None):
+    """CommitLog.records(start, end, ...) as scanvec Batches: across files, go on after a BLANK, stop
+    after any other end; one FileEnd per visited file in walk.ends."""
+    fsize = store.config.commitlog_file_size
+    for f in files:
+        if end is not None and f.start >= end:
+            return
+        if start is not None and f.start + fsize <= start:
+            continue
+        pos = 0 if start is None or start <= f.start else start - f.start
+        with open_ro(f.path) as fd:
+            limit = min(f.size, fsize)
+            if end is not None:
+                limit = min(limit, end - f.start)
+            gen = walk_file(fd, f.start, f.size, pos, limit, check_crc=check_crc, check_phys=check_phys,
+                            check_prop_crc=check_prop_crc, path=str(f.path))
+            n, last = 0, None
+            while True:
+                try:
+                    b = next(gen)
+                except StopIteration as e:
+                    stop = e.value
+                    break
+                n += len(b)
+                last = int(b.offset[-1])
+                if progress:
+                    progress.advance(int(b.total_size.sum()))
+                yield b
+            if walk is not None:
+                walk.ends.append(FileEnd(f, stop, n, last))
+        if stop.kind != BLANK_RECORD:
+            return
+
+
+# --------------------------------------------------------------------------------------------------
+# properties as segments
+
+class Props:
+    """The property fields of one batch as one buffer: record i's field at [bstart[i]+1, bstart[i]+1+len),
+    every field preceded by \\x02 and followed by at least one (padding is more \\x02: empty segments,
+    which parse_properties ignores)."""
+
+    def __init__(self, batch):
+        u8 = np.frombuffer(batch.raw, np.uint8)
+        L = batch.props_length.astype(np.int64)
+        n = len(L)
+        self.n = n
+        lmax = int(L.max()) if n else 0
+        W = lmax + 2
+        if n and n * W <= 2 * int(L.sum()) + n * 16 + (1 << 20):
+            # fixed-width rows: one row copy per record out of a sliding-window view of the window
+            src = batch.props_rel.astype(np.int64) - 1          # the byte before: becomes the leading \x02
+            lim = len(u8) - W
+            near_end = src > lim
+            view = np.lib.stride_tricks.sliding_window_view(u8, W) if lim >= 0 else None
+            M = view[np.where(near_end, 0, src) if view is not None else np.zeros(n, np.int64)].copy() \
+                if view is not None else np.zeros((n, W), np.uint8)
+            for i in np.flatnonzero(near_end).tolist():
+                s0 = int(src[i])
+                M[i, :len(u8) - s0] = u8[s0:]
+            M[:, 0] = 2
+            M[np.arange(W)[None, :] > L[:, None]] = 2
+            self.bstart = np.arange(n, dtype=np.int64) * W
+            self.buf = M.reshape(-1)
+            seps = np.flatnonzero(self.buf == 2)
+            self.seg_rec = seps[:-1] // W
+        else:
+            self.bstart = np.zeros(n, np.int64)
+            if n:
+                np.cumsum(L[:-1] + 1, out=self.bstart[1:])
+            total = int(L.sum()) + n + 1
+            buf = np.full(total, 2, np.uint8)
+            if total > n + 1:
+                rep = np.repeat(batch.props_rel.astype(np.int64) - (self.bstart + 1), L)
+                dst = np.arange(len(rep), dtype=np.int64) + np.repeat(np.arange(n, dtype=np.int64) + 1, L)
+                buf[dst] = u8[dst + rep]
+            self.buf = buf
+            seps = np.flatnonzero(buf == 2)
+            self.seg_rec = np.searchsorted(self.bstart, seps[:-1], "right") - 1
+        self.seg_start = seps[:-1] + 1
+        self.seg_end = seps[1:]
+
+    def value(self, name: bytes):
+        """(has, start, length) per record of the last non-empty property `name` (parse_properties rules)."""
+        pat = np.frombuffer(name + b"\x01", np.uint8)
+        k = len(pat)
+        s, e, buf = self.seg_start, self.seg_end, self.buf
+        m = (e - s) > k
+        if m.any():
+            cand = np.flatnonzero(m)
+            cs = s[cand]
+            ok = np.ones(len(cand), bool)
+            for j in range(k):
+                ok &= buf[cs + j] == pat[j]
+            hit = cand[ok]
+        else:
+            hit = np.empty(0, np.int64)
+        has = np.zeros(self.n, bool)
+        vs = np.zeros(self.n, np.int64)
+        vl = np.zeros(self.n, np.int64)
+        if len(hit):
+            r = self.seg_rec[hit]
+            last = np.ones(len(hit), bool)
+            last[:-1] = r[1:] != r[:-1]
+            hit, r = hit[last], r[last]
+            has[r] = True
+            vs[r] = s[hit] + k
+            vl[r] = e[hit] - (s[hit] + k)
+        return has, vs, vl
+
+
+def hash_ranges(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray):
+    """Java String.hashCode (mod 2^32, as uint64) of each ASCII byte range, and whether the range is ASCII."""
+    n = len(starts)
+    h = np.zeros(n, np.uint64)
+    ascii_ok = np.ones(n, bool)
+    lens = lens.astype(np.int64)
+    T = int(lens.sum())
+    if not T:
+        return h, ascii_ok
+    nz = lens > 0
+    seg0 = np.zeros(n, np.int64)
+    np.cumsum(lens[:-1], out=seg0[1:])
+    within = np.arange(T, dtype=np.int64) - np.repeat(seg0, lens)
+    c = buf[np.repeat(starts.astype(np.int64), lens) + within].astype(np.uint64)
+    expo = np.repeat(lens, lens) - 1 - within
+    prod = c * _pow31(int(lens.max()))[expo]
+    at = seg0[nz]
+    h[nz] = np.add.reduceat(prod, at) & _M32
+    ascii_ok[nz] = np.maximum.reduceat(c, at) < 128
+    return h, ascii_ok
+
+
+def _signed32(h: np.ndarray) -> np.ndarray:
+    v = h.astype(np.int64)
+    return np.where(v >= 1 << 31, v - (1 << 32), v)
+
+
+# --------------------------------------------------------------------------------------------------
+# per-batch topic ids
+
+class Topics:
+    """Topic strings of a whole run, numbered. Per batch, records are grouped by topic length and
+    their topic bytes compared as fixed-width rows (np.unique on the rows: exact, no hashing)."""
+
+    def __init__(self):
+        self.ids: dict[bytes, int] = {}
+        self.names: list[str] = []
+        self.hash: list[int] = []
+
+    def _id(self, tb: bytes) -> int:
+        i = self.ids.get(tb)
+        if i is None:
+            i = self.ids[tb] = len(self.names)
+            t = tb.decode("utf-8", errors="replace")
+            self.names.append(t)
+            self.hash.append(java_string_hash(t + "#") & 0xFFFFFFFF)
+        return i
+
+    def of(self, batch) -> np.ndarray:
+        u8 = np.frombuffer(batch.raw, np.uint8)
+        tl = batch.topic_length.astype(np.int64)
+        tr = batch.topic_rel.astype(np.int64)
+        out = np.empty(len(tl), np.int64)
+        for L in np.unique(tl).tolist():
+            rows = np.flatnonzero(tl == L) if len(tl) and (tl[0] != L or tl[-1] != L or (tl != L).any()) \
+                else np.arange(len(tl))
+            M = u8[tr[rows, None] + np.arange(L)]
+            if (M == M[0]).all():
+                out[rows] = self._id(M[0].tobytes())
+                continue
+            uniq, inv = np.unique(M.view(f"V{L}").ravel(), return_inverse=True)
+            ids = np.asarray([self._id(bytes(u)) for u in uniq], np.int64)
+            out[rows] = ids[inv.ravel()]
+        return out
+
+
+# --------------------------------------------------------------------------------------------------
+# consume queue units
+
+_TAG_CACHE: dict = {}
+
+
+def tags_codes(batch, props: Props, topic_ids: np.ndarray, topics: Topics, delay_levels,
+               rows: np.ndarray) -> np.ndarray:
+    """tagsCode of the records `rows` of the batch (int64)."""
+    has, vs, vl = props.value(b"TAGS")
+    has, vs, vl = has[rows], vs[rows], vl[rows]
+    h, ok = hash_ranges(props.buf, vs, np.where(has, vl, 0))
+    code = np.where(has, _signed32(h), 0)
+    slow = has & ~ok
+    sched_id = topics.ids.get(_SCHED)
+    if sched_id is not None:
+        slow |= topic_ids[rows] == sched_id
+    for j in np.flatnonzero(slow).tolist():
+        i = int(rows[j])
+        p = parse_properties(props.buf[props.bstart[i] + 1:props.bstart[i] + 1 + int(batch.props_length[i])]
+                             .tobytes())
+        code[j] = D.tags_code(topics.names[int(topic_ids[i])], p, int(batch.store_timestamp[i]), delay_levels)
+    return code
+
+
+def cq_mask(batch) -> np.ndarray:
+    t = batch.sys_flag & cl.TRANSACTION_MASK
+    return (t == cl.TRANSACTION_NOT_TYPE) | (t == cl.TRANSACTION_COMMIT_TYPE)
+
+
+def groups(keys: np.ndarray):
+    """(key, row indices in order) for each distinct key of an int64 array."""
+    if not len(keys):
+        return
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    cut = np.flatnonzero(k[1:] != k[:-1]) + 1
+    for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, len(k)].tolist()):
+        yield int(k[a]), order[a:b]
+
+
+# --------------------------------------------------------------------------------------------------
+# index keys
+
+def index_items(batch, props: Props, topic_ids: np.ndarray, topics: Topics, rows: np.ndarray):
+    """(item_row, item_hash) for the records `rows` (positions into the batch, increasing): every
+    key IndexService.buildIndex puts, in its order; item_row indexes `rows`."""
+    rows = np.asarray(rows, np.int64)
+    nr = len(rows)
+    not_rb = (batch.sys_flag[rows] & cl.TRANSACTION_MASK) != cl.TRANSACTION_ROLLBACK_TYPE
+    uh, us, ul = props.value(b"UNIQ_KEY")
+    kh, ks, kl = props.value(b"KEYS")
+    uh, us, ul, kh, ks, kl = uh[rows] & not_rb, us[rows], ul[rows], kh[rows] & not_rb, ks[rows], kl[rows]
+    buf = props.buf
+    # KEYS pieces: split each value at spaces, drop empty pieces
+    kidx = np.flatnonzero(kh)
+    p_row = np.empty(0, np.int64)
+    p_s = p_l = p_row
+    if len(kidx):
+        vs, ve = ks[kidx], ks[kidx] + kl[kidx]
+        sp = np.flatnonzero(buf == 0x20)
+        r = np.searchsorted(vs, sp, "right") - 1
+        inside = (r >= 0) & (sp < ve[np.maximum(r, 0)])
+        sp, r = sp[inside], r[inside]
+        starts = np.concatenate([vs, sp + 1])
+        ends = np.concatenate([sp, ve])
+        owner = np.concatenate([kidx, kidx[r]])
+        o1, o2 = np.argsort(starts, kind="stable"), np.argsort(ends, kind="stable")
+        starts, ends, owner = starts[o1], ends[o2], owner[o1]
+        keep = ends > starts
+        p_row, p_s, p_l = owner[keep], starts[keep], (ends - starts)[keep]
+    u_row = np.flatnonzero(uh)
+    item_row = np.concatenate([u_row, p_row])
+    item_s = np.concatenate([us[u_row], p_s])
+    item_l = np.concatenate([ul[u_row], p_l])
+    kind = np.concatenate([np.zeros(len(u_row), np.int8), np.ones(len(p_row), np.int8)])
+    order = np.lexsort((item_s, kind, item_row))
+    item_row, item_s, item_l = item_row[order], item_s[order], item_l[order]
+    hv, ok = hash_ranges(buf, item_s, item_l)
+    tid = topic_ids[rows[item_row]]
+    th = np.asarray(topics.hash, np.uint64)[tid] if len(tid) else np.empty(0, np.uint64)
+    full = ((th * _pow31(int(item_l.max()) + 1 if len(item_l) else 1)[item_l]) & _M32) + hv
+    h = _signed32(full & _M32)
+    h = np.abs(h)
+    h = np.where(h >= 1 << 31, 0, h)
+    bad = np.unique(item_row[~ok])
+    if len(bad):
+        # non-ASCII keys: the per-record rules on the decoded strings
+        keep = ~np.isin(item_row, bad)
+        rr, hh = [item_row[keep]], [h[keep]]
+        from rmqctl.repair.rebuild_index import _jhash
+
+        for j in bad.tolist():
+            i = int(rows[j])
+            p = parse_properties(buf[props.bstart[i] + 1:props.bstart[i] + 1 + int(batch.props_length[i])].tobytes())
+            t = topics.names[int(topic_ids[i])]
+            ks_ = [_jhash(f"{t}#{k}") for k in D.index_keys(p)]
+            rr.append(np.full(len(ks_), j, np.int64))
+            hh.append(np.asarray(ks_, np.int64))
+        item_row = np.concatenate(rr)
+        h = np.concatenate(hh)
+        o = np.argsort(item_row, kind="stable")
+        item_row, h = item_row[o], h[o]
+    return item_row, h
