@@ -288,3 +288,14 @@ def test_plan_without_spark_equals_local_on_every_fixture():
                     break
                 plan = fixed
             assert exact and got == want, (fx.name, size)
+
+
+def test_stats_default_engine_equals_spark(all_stats):
+    """The default (non-Spark) engine runs the same task function in-process: identical results,
+    HLL estimates included (the registers are deterministic)."""
+    from rmqctl.spark import stats
+
+    result, _ = all_stats
+    local = stats.compute_local(None, names=_refs())
+    assert {k: v for k, v in local.items() if k != "scan"} == {k: v for k, v in result.items() if k != "scan"}
+    assert local["totals"]["messages"] == sum(len(load_manifest(p)["broker_view"]["messages"]) for p in FIXTURES)

@@ -181,6 +181,68 @@ def _task(splits, acc, opts, kind, stores_cfg, flt):
         acc.add({split.id: status, ("rows", split.id): rows})
 
 
+EXTRA_COLUMNS = {"inner_num": "string"}   # derived: the INNER_NUM property (batch messages), for stats
+
+
+def message_columns(names=None, body: bool = False) -> list:
+    """[(name, spark type)]: the full messages schema (+ body), or the named columns in that order."""
+    full = MESSAGE_COLUMNS + [BODY_COLUMN]
+    if names is None:
+        return MESSAGE_COLUMNS + ([BODY_COLUMN] if body else [])
+    types = dict(full) | EXTRA_COLUMNS
+    unknown = [n for n in names if n not in types]
+    if unknown:
+        raise ValueError(f"unknown message columns {unknown}")
+    return [(n, types[n]) for n in names]
+
+
+def _arrow_task(by_id, order, by_uri, acc, opts, cfg, columns, flt, reducer=None):
+    """The mapInArrow function: each input row names a split (pread: its id; binaryfiles: a file's
+    path and bytes); the split is walked by the batch kernel and its messages yielded as RecordBatches
+    -- or, with `reducer` (a factory of objects with add(batch) and partials(store)), fed to it and
+    its partials yielded once the split is done. The SplitStatus goes to the accumulator for the
+    driver's resolve()."""
+
+    def fn(batches):
+        import os as _os
+
+        from rmqctl.spark.batches import memory_fd, split_arrow
+
+        for rb in batches:
+            if by_id is not None:
+                items = [(by_id[order[i]], None) for i in rb.column(0).to_pylist()]
+            else:
+                paths, contents = rb.column(0).to_pylist(), rb.column(1)
+                items = []
+                for k, p in enumerate(paths):
+                    split = by_uri.get(_norm(p))
+                    if split is not None:
+                        items.append((split, contents[k]))
+            for split, content in items:
+                fd = memory_fd(content.as_buffer()) if content is not None else None
+                red = reducer() if reducer is not None else None
+                try:
+                    gen = split_arrow(split, opts, cfg[split.store], columns, flt, fd)
+                    while True:
+                        try:
+                            rb = next(gen)
+                        except StopIteration as e:
+                            status, rows = e.value
+                            break
+                        if red is None:
+                            yield rb
+                        else:
+                            red.add(rb)
+                finally:
+                    if fd is not None:
+                        _os.close(fd)
+                if red is not None:
+                    yield red.partials(split.store)
+                acc.add({split.id: status, ("rows", split.id): rows})
+
+    return fn
+
+
 def _norm(uri: str) -> str:
     """Hadoop prints file:/x and file:///x for the same file; compare on scheme+authority+path."""
     from urllib.parse import urlparse
@@ -316,11 +378,47 @@ class Dataset:
         flt = flt if flt else None
         return rdd.mapPartitions(lambda it: _task(it, acc, opts, kind, cfg, flt))
 
-    def messages(self, flt: Filter | None = None, *, _acc=None):
-        """The messages DataFrame (see the module docstring). Use inside run()."""
-        cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if self.opts.get("body") else [])
+    def messages(self, flt: Filter | None = None, *, columns=None, _acc=None):
+        """The messages DataFrame (see the module docstring), decoded by the batch kernel and handed to
+        Spark as Arrow RecordBatches (mapInArrow). `columns`: names to build (a subset, in that order,
+        of the schema plus the derived EXTRA_COLUMNS) -- unbuilt columns cost nothing. Use inside run()."""
+        cols = message_columns(columns, self.opts.get("body", False))
+        return self._frames(flt, cols, ddl(cols), None, _acc)
+
+    def stats_partials(self, flt: Filter | None = None):
+        """Per-task partial aggregates of rmqctl.spark.stats (PARTIAL_COLUMNS): the messages never
+        leave the Python workers. Use inside run()."""
+        from rmqctl.spark import stats
+
+        return self._frames(flt, message_columns(stats.STATS_COLUMNS), ddl(stats.PARTIAL_COLUMNS),
+                            stats.SplitAggregate, None)
+
+    def _frames(self, flt, cols, schema, reducer, _acc):
         acc = _acc if _acc is not None else self._acc
-        return self.spark.createDataFrame(self._rdd("messages", flt, acc), ddl(cols), verifySchema=False)
+        cfg = {i.ref.name: i.config for i in self.stores}
+        opts = dict(self.opts)
+        flt = flt if flt else None
+        pread = [s for s in self.plan.splits if s.mode == "pread"]
+        binary = [s for s in self.plan.splits if s.mode == "binaryfiles"]
+        frames = []
+        if pread:
+            by_id = {s.id: s for s in pread}
+            ids = self.spark.range(0, len(pread), 1, numPartitions=len(pread))
+            order = [s.id for s in pread]
+            frames.append(ids.mapInArrow(_arrow_task(by_id, order, None, acc, opts, cfg, cols, flt, reducer), schema))
+        if binary:
+            by_uri = {_norm(s.path): s for s in binary}
+            dirs = sorted({s.path.rsplit("/", 1)[0] for s in binary})
+            files = (self.spark.read.format("binaryFile").option("pathGlobFilter", "[0-9]*").load(dirs)
+                     .select("path", "content"))
+            frames.append(files.mapInArrow(_arrow_task(None, None, by_uri, acc, opts, cfg, cols, flt, reducer),
+                                           schema))
+        if not frames:                     # no commitlog file at all
+            return self.spark.createDataFrame([], schema)
+        df = frames[0]
+        for f in frames[1:]:
+            df = df.union(f)
+        return df
 
     def dispatch(self):
         return self.spark.createDataFrame(self._rdd("dispatch", None, self._acc), ddl(DISPATCH_COLUMNS),
@@ -407,3 +505,39 @@ def local_messages(store_path, *, name="store", config=None, flt: Filter | None 
         if flt is None or flt.accepts(r):
             yield message_row(r, name, delay, body)
 
+
+
+def local_batches(store_path, *, name="store", config=None, flt: Filter | None = None, body=False, columns=None,
+                  check_crc=True, scan: dict | None = None):
+    """The default (non-Spark) engine: the store's messages as Arrow RecordBatches from the same batch
+    path the Spark tasks run, one file after another in this process, stopping where
+    CommitLog.records(stop_at_bad=True) stops (only a BLANK continues at the next file). `scan`, when
+    given, receives {"bytes", "summary" (like Dataset.last_summary[name]), "consumer_offsets"}."""
+    from rmqctl.scan import BLANK_RECORD
+    from rmqctl.spark.batches import split_arrow
+    from rmqctl.store.layout import Store
+
+    store = Store.open(store_path, config)
+    cfg = {"delay_levels": tuple(store.config.delay_levels)}
+    cols = message_columns(columns, body)
+    opts = {"check_crc": check_crc, "check_phys": True, "check_prop_crc": True}
+    info = {"files": 0, "stop": None}
+    if scan is not None:
+        scan["bytes"] = sum(f.size for f in store.commitlog.files)
+        co = store.config_dir / "consumerOffset.json"
+        scan["consumer_offsets"] = co.read_bytes() if co.exists() else None
+        scan["summary"] = info
+    for i, f in enumerate(store.commitlog.files):
+        split = Split(i, name, str(f.path), f.start, f.size, 0, f.size, True, "pread", i)
+        info["files"] += 1
+        gen = split_arrow(split, opts, cfg, cols, flt)
+        while True:
+            try:
+                yield next(gen)
+            except StopIteration as e:
+                status = e.value[0]
+                break
+        if status.kind != BLANK_RECORD:
+            info["stop"] = {"kind": status.kind, "file_start": f.start, "offset": f.start + status.end_pos,
+                            "detail": status.detail}
+            return

@@ -54,6 +54,11 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
+    import warnings
+
+    # pyspark's pandas version check warns on pandas 3 at every Arrow use; the paths rmqctl takes
+    # (mapInArrow, toArrow) do not go through pandas -- not the operator's concern.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

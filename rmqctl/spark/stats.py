@@ -1,8 +1,12 @@
-"""`rmqctl stats`: per store/topic/queue figures from the messages DataFrame, in ONE scan.
+"""`rmqctl stats`: per store/topic/queue figures from the commitlog, in ONE scan.
 
-The scan feeds one aggregation at (store, topic, queue, minute) grain -- counts, bytes, times, a
-power-of-two size histogram and HyperLogLog sketches of KEYS and UNIQ_KEY -- which is persisted and
-rolled up to queues, topics and the rate series (sketches merge, so key cardinality rolls up too).
+Each task (a commitlog range, see plan.py) decodes its messages with the batch kernel and aggregates
+them itself, in numpy: one partial row per (topic, queue, minute) -- counts, bytes, times, sizes, next
+queue offset, a power-of-two size histogram -- and one HyperLogLog register set per (topic, queue) for
+KEYS and for UNIQ_KEY. Only those partials reach the JVM, so the job costs what decoding costs and
+scales with the cores. Spark merges the partials (groupBy at minute grain, then queues, topics and the
+rate series; register sets merge by element-wise max). The default (non-Spark) engine runs the same
+task function over whole files in one process and merges in Python: both give identical results.
 Counts, bytes, times and offsets are exact; distinct key counts are HLL estimates (~1.6% at lgK 12).
 """
 from __future__ import annotations
@@ -10,8 +14,17 @@ from __future__ import annotations
 from rmqctl import fastjson
 
 HIST_LO, HIST_HI = 6, 27          # buckets [2^b, 2^(b+1)) for b in 6..27 (records are >= 91 bytes)
+NB = HIST_HI - HIST_LO + 1
 MINUTE = 60_000
+STATS_COLUMNS = ["store", "topic", "queue_id", "queue_offset", "size", "transaction_type", "store_timestamp",
+                 "uniq_key", "keys", "inner_num"]   # only what the aggregation reads is built
 MAX_POINTS = 600                  # per topic in the rate series: bucket width grows with the time span
+HLL_LG = 12                       # 4096 registers: ~1.6% standard error
+_NUM = ["messages", "bytes", "first_ts", "last_ts", "min_size", "max_size", "next_off"]
+PARTIAL_COLUMNS = ([("store", "string"), ("topic", "string"), ("queue_id", "int"), ("minute", "bigint")]
+                   + [(c, "int" if c.endswith("_size") else "bigint") for c in _NUM]
+                   + [(f"h{b}", "bigint") for b in range(HIST_LO, HIST_HI + 1)]
+                   + [("keys_hll", "binary"), ("uniq_hll", "binary")])
 
 
 def hist_label(b: int) -> str:
@@ -24,88 +37,407 @@ def hist_label(b: int) -> str:
     return f"{h(1 << b)}-{h(1 << (b + 1))}"
 
 
+# --- HyperLogLog on numpy (deterministic: the same registers in every process) -----------------
+
+def hash64(arr):
+    """64-bit FNV-1a of each string's UTF-8 bytes, finished with murmur3's fmix64, vectorised over
+    byte columns (strings are short: keys, message ids)."""
+    import numpy as np
+
+    n = len(arr)
+    if n == 0:
+        return np.empty(0, np.uint64)
+    bufs = arr.buffers()
+    offs = np.frombuffer(bufs[1], np.int32, n + 1, arr.offset)
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
+    start, ln = offs[:-1].astype(np.int64), np.diff(offs)
+    h = np.full(n, 0xCBF29CE484222325, np.uint64)
+    prime = np.uint64(0x100000001B3)
+    with np.errstate(over="ignore"):
+        for j in range(int(ln.max())):
+            live = ln > j
+            byte = data[np.minimum(start + j, len(data) - 1)].astype(np.uint64)
+            h = np.where(live, (h ^ byte) * prime, h)
+        h ^= ln.astype(np.uint64)
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xC4CEB9FE1A85EC53)
+        h ^= h >> np.uint64(33)
+    return h
+
+
+def hll_update(regs, group, hashes) -> None:
+    """regs: uint8 (groups, 2^HLL_LG); group: row of regs per hash."""
+    import numpy as np
+
+    if not len(hashes):
+        return
+    idx = (hashes >> np.uint64(64 - HLL_LG)).astype(np.int64)
+    rest = hashes & np.uint64((1 << (64 - HLL_LG)) - 1)
+    _, exp = np.frexp(rest.astype(np.float64))          # exact: rest < 2^52
+    rank = (64 - HLL_LG + 1 - exp).astype(np.uint8)      # leading zeros + 1 (53 when rest == 0)
+    flat = regs.reshape(-1)
+    np.maximum.at(flat, group * (1 << HLL_LG) + idx, rank)
+
+
+def hll_estimate(regs) -> int:
+    import numpy as np
+
+    if regs is None:
+        return 0
+    m = regs.size
+    est = 0.7213 / (1 + 1.079 / m) * m * m / float(np.sum(np.ldexp(1.0, -regs.astype(np.int64))))
+    zeros = int(np.count_nonzero(regs == 0))
+    if est <= 2.5 * m and zeros:
+        est = m * np.log(m / zeros)
+    return int(round(est))
+
+
+# --- the per-task aggregation ---------------------------------------------------------------
+
+class SplitAggregate:
+    """Partials of one task's messages (RecordBatches with STATS_COLUMNS, commitlog order)."""
+
+    def __init__(self):
+        self.groups: dict = {}     # (topic, queue_id, minute) -> [messages, bytes, first, last, min, max, next, hist]
+        self.hll: dict = {}        # (topic, queue_id) -> (keys regs, uniq regs)
+
+    def add(self, rb) -> None:
+        import numpy as np
+        import pyarrow.compute as pc
+
+        n = rb.num_rows
+        if not n:
+            return
+        col = rb.column
+        tenc = col(STATS_COLUMNS.index("topic")).dictionary_encode()
+        topics = tenc.dictionary.to_pylist()
+        tcode = tenc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        q = col(STATS_COLUMNS.index("queue_id")).to_numpy().astype(np.int64)
+        size = col(STATS_COLUMNS.index("size")).to_numpy().astype(np.int64)
+        ts = col(STATS_COLUMNS.index("store_timestamp")).to_numpy()
+        qoff = col(STATS_COLUMNS.index("queue_offset")).to_numpy()
+        minute = ts // MINUTE
+        tx = col(STATS_COLUMNS.index("transaction_type"))
+        dispatched = pc.is_in(tx, value_set=_dispatched_types()).to_numpy(zero_copy_only=False)
+        inner = np.ones(n, np.int64)
+        inn = col(STATS_COLUMNS.index("inner_num"))
+        if inn.null_count != n:                       # batch messages: INNER_NUM, like a cast to long
+            for i, v in enumerate(inn.to_pylist()):
+                if v is not None:
+                    inner[i] = _as_long(v, 1)
+        nxt = np.where(dispatched, qoff + inner, np.iinfo(np.int64).min)
+        _, e = np.frexp(size.astype(np.float64))
+        bucket = np.clip(e - 1, HIST_LO, HIST_HI) - HIST_LO
+        # group ids: (topic, queue, minute) folded into one int64 when the ranges allow (they do)
+        qk = np.unique(q, return_inverse=True)
+        mk = np.unique(minute, return_inverse=True)
+        key = (tcode * len(qk[0]) + qk[1]) * len(mk[0]) + mk[1]
+        uniq, inv = np.unique(key, return_inverse=True)
+        order = np.argsort(inv, kind="stable")
+        cuts = np.flatnonzero(np.r_[True, inv[order][1:] != inv[order][:-1]])
+        cnt = np.bincount(inv)
+        nbytes = np.bincount(inv, weights=size)
+        first = np.minimum.reduceat(ts[order], cuts)
+        last = np.maximum.reduceat(ts[order], cuts)
+        smin = np.minimum.reduceat(size[order], cuts)
+        smax = np.maximum.reduceat(size[order], cuts)
+        nmax = np.maximum.reduceat(nxt[order], cuts)
+        hist = np.bincount(inv * NB + bucket, minlength=len(uniq) * NB).reshape(len(uniq), NB)
+        rep = order[cuts]                              # a row of each group, for its key values
+        nil = np.iinfo(np.int64).min
+        for g, r in enumerate(rep.tolist()):
+            k = (topics[tcode[r]], int(q[r]), int(minute[r]))
+            a = self.groups.get(k)
+            if a is None:
+                self.groups[k] = [int(cnt[g]), int(nbytes[g]), int(first[g]), int(last[g]), int(smin[g]),
+                                  int(smax[g]), None if nmax[g] == nil else int(nmax[g]), hist[g].copy()]
+            else:
+                a[0] += int(cnt[g])
+                a[1] += int(nbytes[g])
+                a[2], a[3] = min(a[2], int(first[g])), max(a[3], int(last[g]))
+                a[4], a[5] = min(a[4], int(smin[g])), max(a[5], int(smax[g]))
+                if nmax[g] != nil:
+                    a[6] = int(nmax[g]) if a[6] is None else max(a[6], int(nmax[g]))
+                a[7] += hist[g]
+        # HLL per (topic, queue)
+        tq = tcode * len(qk[0]) + qk[1]
+        tq_u, tq_inv = np.unique(tq, return_inverse=True)
+        kregs = np.zeros((len(tq_u), 1 << HLL_LG), np.uint8)
+        uregs = np.zeros((len(tq_u), 1 << HLL_LG), np.uint8)
+        keys = col(STATS_COLUMNS.index("keys"))
+        flat = keys.flatten()
+        if len(flat):
+            parent = pc.list_parent_indices(keys).to_numpy(zero_copy_only=False)
+            hll_update(kregs, tq_inv[parent], hash64(flat))
+        uk = col(STATS_COLUMNS.index("uniq_key"))
+        if uk.null_count != n:
+            has = uk.is_valid().to_numpy(zero_copy_only=False)
+            hll_update(uregs, tq_inv[has], hash64(uk.filter(uk.is_valid())))
+        first_row = np.zeros(len(tq_u), np.int64)
+        first_row[tq_inv[::-1]] = np.arange(n)[::-1]
+        for g, r in enumerate(first_row.tolist()):
+            k = (topics[tcode[r]], int(q[r]))
+            cur = self.hll.get(k)
+            if cur is None:
+                self.hll[k] = (kregs[g].copy(), uregs[g].copy())
+            else:
+                np.maximum(cur[0], kregs[g], out=cur[0])
+                np.maximum(cur[1], uregs[g], out=cur[1])
+
+    def partials(self, store: str):
+        """The task's output: a RecordBatch with PARTIAL_COLUMNS (minute rows, then HLL rows)."""
+        import pyarrow as pa
+
+        from rmqctl.spark.batches import arrow_schema
+
+        rows = {c: [] for c, _ in PARTIAL_COLUMNS}
+        for (t, q, m), a in self.groups.items():
+            for c, v in zip(("store", "topic", "queue_id", "minute", *_NUM), (store, t, q, m, *a[:7])):
+                rows[c].append(v)
+            for b in range(NB):
+                rows[f"h{HIST_LO + b}"].append(int(a[7][b]))
+            rows["keys_hll"].append(None)
+            rows["uniq_hll"].append(None)
+        for (t, q), regs in self.hll.items():
+            for c in rows:
+                rows[c].append(None)
+            rows["store"][-1], rows["topic"][-1], rows["queue_id"][-1] = store, t, q
+            rows["keys_hll"][-1], rows["uniq_hll"][-1] = regs[0].tobytes(), regs[1].tobytes()
+        schema = arrow_schema(PARTIAL_COLUMNS)
+        return pa.RecordBatch.from_arrays([pa.array(rows[c], schema.field(c).type) for c, _ in PARTIAL_COLUMNS],
+                                          schema=schema)
+
+
+def _dispatched_types():
+    import pyarrow as pa
+
+    return pa.array(["NOT", "COMMIT"], pa.string())
+
+
+def _as_long(v: str, default: int) -> int:
+    t = v.strip()
+    try:
+        n = int(t, 10)
+    except ValueError:
+        return default
+    return n if -(1 << 63) <= n < (1 << 63) else default
+
+
+def _merge_regs(a, b):
+    import numpy as np
+
+    return np.maximum(np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)).tobytes()
+
+
+# --- merging: Spark, or in-process for the default engine ----------------------------------
+
+class Merge:
+    """Merges partial rows (PARTIAL_COLUMNS) from any number of tasks: minute rows by (store, topic,
+    queue, minute), register sets by (store, topic, queue). Used by the driver, by the executors'
+    pre-merge on big jobs, and by the default engine -- one merge, so every engine gives one result."""
+
+    def __init__(self):
+        self.minutes: dict = {}
+        self.regs: dict = {}
+
+    def add(self, rb) -> None:
+        import numpy as np
+
+        cols = {c: rb.column(i).to_pylist() for i, (c, _) in enumerate(PARTIAL_COLUMNS)
+                if c not in ("keys_hll", "uniq_hll")}
+        kh, uh = rb.column(len(PARTIAL_COLUMNS) - 2), rb.column(len(PARTIAL_COLUMNS) - 1)
+        hcols = [cols[f"h{b}"] for b in range(HIST_LO, HIST_HI + 1)]
+        for i in range(rb.num_rows):
+            if cols["minute"][i] is None:
+                k = (cols["store"][i], cols["topic"][i], cols["queue_id"][i])
+                kr = np.frombuffer(kh[i].as_py(), np.uint8)
+                ur = np.frombuffer(uh[i].as_py(), np.uint8)
+                cur = self.regs.get(k)
+                self.regs[k] = (kr, ur) if cur is None else (np.maximum(cur[0], kr), np.maximum(cur[1], ur))
+                continue
+            k = (cols["store"][i], cols["topic"][i], cols["queue_id"][i], cols["minute"][i])
+            vals = [cols[c][i] for c in _NUM]
+            hist = np.array([h[i] for h in hcols], np.int64)
+            a = self.minutes.get(k)
+            if a is None:
+                self.minutes[k] = vals + [hist]
+                continue
+            a[0] += vals[0]
+            a[1] += vals[1]
+            a[2], a[3] = min(a[2], vals[2]), max(a[3], vals[3])
+            a[4], a[5] = min(a[4], vals[4]), max(a[5], vals[5])
+            if vals[6] is not None:
+                a[6] = vals[6] if a[6] is None else max(a[6], vals[6])
+            a[7] += hist
+
+    def batch(self):
+        """The merged state as partial rows again (the executors' pre-merge output)."""
+        agg = SplitAggregate()
+        out = []
+        for store in sorted({k[0] for k in self.minutes} | {k[0] for k in self.regs}):
+            agg.groups = {k[1:]: v for k, v in self.minutes.items() if k[0] == store}
+            agg.hll = {k[1:]: v for k, v in self.regs.items() if k[0] == store}
+            out.append(agg.partials(store))
+        return out
+
+    def result(self, stores, offsets, scan) -> dict:
+        queues: dict = {}
+        for (st, t, q, m), a in sorted(self.minutes.items()):
+            d = queues.get((st, t, q))
+            if d is None:
+                queues[(st, t, q)] = {"store": st, "topic": t, "queue_id": q, **dict(zip(_NUM, a[:7])),
+                                      **{f"h{HIST_LO + b}": int(a[7][b]) for b in range(NB)},
+                                      "peak_per_minute": a[0]}
+                continue
+            d["messages"] += a[0]
+            d["bytes"] += a[1]
+            d["first_ts"], d["last_ts"] = min(d["first_ts"], a[2]), max(d["last_ts"], a[3])
+            d["min_size"], d["max_size"] = min(d["min_size"], a[4]), max(d["max_size"], a[5])
+            if a[6] is not None:
+                d["next_off"] = a[6] if d["next_off"] is None else max(d["next_off"], a[6])
+            d["peak_per_minute"] = max(d["peak_per_minute"], a[0])
+            for b in range(NB):
+                d[f"h{HIST_LO + b}"] += int(a[7][b])
+        qs = list(queues.values())
+        width = _width(min((d["first_ts"] for d in qs), default=0), max((d["last_ts"] for d in qs), default=0))
+        series: dict = {}
+        for (st, t, q, m), a in self.minutes.items():
+            k = (t, (m // width) * width)
+            series[k] = series.get(k, 0) + a[0]
+        regs = {k: (v[0].tobytes(), v[1].tobytes()) for k, v in self.regs.items()}
+        return _result(stores, qs, [(t, x, n) for (t, x), n in series.items()], width, regs, offsets, scan)
+
+
+MERGE_ON_EXECUTORS = 32   # more tasks than this: partials are pre-merged by key on the executors
+
+
+def _merge_task(batches):
+    m = Merge()
+    for rb in batches:
+        m.add(rb)
+    yield from m.batch()
+
+
 def compute(ds, flt=None) -> dict:
-    """Run the stats job over a Dataset; returns the JSON-ready result."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    """Run the stats job over a Dataset; returns the JSON-ready result. One Spark job: the scan's
+    tasks aggregate, the driver merges their partial rows (pre-merged on the executors, by key, when
+    there are many tasks) with the same Merge the default engine uses."""
+    from rmqctl.spark.dataset import ddl
 
     def action(ds):
-        m = ds.messages(flt)
-        dispatched = F.col("transaction_type").isin("NOT", "COMMIT")
-        inner = F.coalesce(F.col("properties").getItem("INNER_NUM").cast("long"), F.lit(1))
-        m = m.select("store", "topic", "queue_id", "size", "store_timestamp", "uniq_key",
-                     F.floor(F.col("store_timestamp") / MINUTE).cast("long").alias("minute"),
-                     F.when(dispatched, F.col("queue_offset") + inner).alias("next_off"),
-                     F.least(F.greatest(F.floor(F.log2("size")).cast("int"), F.lit(HIST_LO)),
-                             F.lit(HIST_HI)).alias("bucket"),
-                     F.posexplode_outer("keys").alias("kpos", "key"))
-        first = F.col("kpos").isNull() | (F.col("kpos") == 0)   # one row per message counts
-        one = F.when(first, 1).otherwise(0)
-        aggs = [F.sum(one).alias("messages"), F.sum(F.when(first, F.col("size"))).alias("bytes"),
-                F.min("store_timestamp").alias("first_ts"), F.max("store_timestamp").alias("last_ts"),
-                F.min("size").alias("min_size"), F.max("size").alias("max_size"),
-                F.max("next_off").alias("next_off"),
-                F.hll_sketch_agg("key", 12).alias("keys_hll"),
-                F.hll_sketch_agg(F.when(first, F.col("uniq_key")), 12).alias("uniq_hll")]
-        aggs += [F.sum(F.when(first & (F.col("bucket") == b), 1).otherwise(0)).alias(f"h{b}")
-                 for b in range(HIST_LO, HIST_HI + 1)]
-        g = m.groupBy("store", "topic", "queue_id", "minute").agg(*aggs).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            hist = [F.sum(f"h{b}").alias(f"h{b}") for b in range(HIST_LO, HIST_HI + 1)]
-            common = [F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"),
-                      F.min("first_ts").alias("first_ts"), F.max("last_ts").alias("last_ts"),
-                      F.min("min_size").alias("min_size"), F.max("max_size").alias("max_size"),
-                      F.hll_sketch_estimate(F.hll_union_agg("keys_hll", True)).alias("distinct_keys"),
-                      F.hll_sketch_estimate(F.hll_union_agg("uniq_hll", True)).alias("distinct_uniq_keys")]
-            queues = g.groupBy("store", "topic", "queue_id").agg(
-                *common, F.max("next_off").alias("next_off"), F.max("messages").alias("peak_per_minute"),
-                *hist).collect()
-            topics = g.groupBy("store", "topic").agg(*common, F.countDistinct("queue_id").alias("queues"),
-                                                    *hist).collect()
-            lo = min((r.first_ts for r in queues), default=0)
-            hi = max((r.last_ts for r in queues), default=0)
-            span_min = max(1, (hi - lo) // MINUTE + 1)
-            width = max(1, -(-span_min // MAX_POINTS))       # minutes per point
-            series = (g.groupBy("topic", (F.floor(F.col("minute") / width) * width).alias("t"))
-                      .agg(F.sum("messages").alias("n")).collect())
-        finally:
-            g.unpersist()
-        return queues, topics, series, width
+        parts = ds.stats_partials(flt)
+        if len(ds.plan.splits) > MERGE_ON_EXECUTORS:
+            n = max(1, ds.spark.sparkContext.defaultParallelism)
+            parts = parts.repartition(n, "store", "topic", "queue_id").mapInArrow(_merge_task, ddl(PARTIAL_COLUMNS))
+        merge = Merge()
+        if hasattr(parts, "toArrow"):
+            for rb in parts.toArrow().to_batches():
+                merge.add(rb)
+        else:                                   # pyspark < 4: rows -> one Arrow batch
+            import pyarrow as pa
 
-    queues, topics, series, width = ds.run(action)
+            from rmqctl.spark.batches import arrow_schema
+
+            rows = parts.collect()
+            schema = arrow_schema(PARTIAL_COLUMNS)
+            merge.add(pa.RecordBatch.from_pylist([r.asDict() for r in rows], schema=schema))
+        return merge
+
+    merge = ds.run(action)
+    return merge.result([i.ref.name for i in ds.stores],
+                        [(i.ref.name, i.consumer_offsets, (i.ref.local or i.ref.uri) + "/config/consumerOffset.json")
+                         for i in ds.stores],
+                        {"bytes": ds.total_bytes, "splits": len(ds.plan.splits), "runs": ds.runs,
+                         "stops": ds.last_summary})
+
+
+def compute_local(store_paths, flt=None, *, config=None, check_crc=True, names=None) -> dict:
+    """The default (non-Spark) engine: the same task function over each store's whole files in this
+    process (commitlog order, stopping like CommitLog.records(stop_at_bad=True)), the same Merge."""
+    from rmqctl.spark.dataset import local_batches
+    from rmqctl.spark.plan import parse_store_args
+
+    refs = parse_store_args([str(p) for p in store_paths]) if names is None else names
+    merge = Merge()
+    offsets, stops, nbytes = [], {}, 0
+    for ref in refs:
+        agg = SplitAggregate()
+        scan: dict = {}
+        for rb in local_batches(ref.local, name=ref.name, config=config, flt=flt, columns=STATS_COLUMNS,
+                                check_crc=check_crc, scan=scan):
+            agg.add(rb)
+        merge.add(agg.partials(ref.name))
+        stops[ref.name] = scan.get("summary", {})
+        nbytes += scan.get("bytes", 0)
+        offsets.append((ref.name, scan.get("consumer_offsets"), ref.local + "/config/consumerOffset.json"))
+    return merge.result([r.name for r in refs], offsets, {"bytes": nbytes, "splits": 0, "runs": 1, "stops": stops})
+
+
+def _width(lo: int, hi: int) -> int:
+    span_min = max(1, (hi - lo) // MINUTE + 1)
+    return max(1, -(-span_min // MAX_POINTS))       # minutes per point
+
+
+def _result(stores, queues, series, width, regs, offsets, scan) -> dict:
+    """The JSON-ready result from merged queue rows (dicts), the rate series and the HLL registers."""
+    import numpy as np
 
     def hist_of(r):
-        return {hist_label(b): getattr(r, f"h{b}") for b in range(HIST_LO, HIST_HI + 1) if getattr(r, f"h{b}")}
+        return {hist_label(b): r[f"h{b}"] for b in range(HIST_LO, HIST_HI + 1) if r[f"h{b}"]}
 
-    def base(r):
-        n = r.messages or 0
-        return {"messages": n, "bytes": r.bytes or 0, "first_store_timestamp": r.first_ts,
-                "last_store_timestamp": r.last_ts, "min_size": r.min_size, "max_size": r.max_size,
-                "avg_size": round((r.bytes or 0) / n, 1) if n else None,
-                "distinct_keys": int(r.distinct_keys or 0), "distinct_uniq_keys": int(r.distinct_uniq_keys or 0),
+    def base(r, kr, ur):
+        n = r["messages"] or 0
+        return {"messages": n, "bytes": r["bytes"] or 0, "first_store_timestamp": r["first_ts"],
+                "last_store_timestamp": r["last_ts"], "min_size": r["min_size"], "max_size": r["max_size"],
+                "avg_size": round((r["bytes"] or 0) / n, 1) if n else None,
+                "distinct_keys": hll_estimate(kr), "distinct_uniq_keys": hll_estimate(ur),
                 "size_histogram": hist_of(r)}
 
-    qrows = sorted(({"store": r.store, "topic": r.topic, "queue_id": r.queue_id, **base(r),
-                     "max_offset": r.next_off, "peak_per_minute": r.peak_per_minute} for r in queues),
+    def regs_of(key):
+        r = regs.get(key)
+        return (None, None) if r is None else (np.frombuffer(r[0], np.uint8), np.frombuffer(r[1], np.uint8))
+
+    qrows = sorted(({"store": r["store"], "topic": r["topic"], "queue_id": r["queue_id"],
+                     **base(r, *regs_of((r["store"], r["topic"], r["queue_id"]))),
+                     "max_offset": r["next_off"], "peak_per_minute": r["peak_per_minute"]} for r in queues),
                    key=lambda d: (d["store"], d["topic"], d["queue_id"]))
-    trows = sorted(({"store": r.store, "topic": r.topic, "queues": r.queues, **base(r)} for r in topics),
-                   key=lambda d: (d["store"], -d["messages"], d["topic"]))
+    topics: dict = {}
+    for r in queues:
+        k = (r["store"], r["topic"])
+        kr, ur = regs_of((r["store"], r["topic"], r["queue_id"]))
+        t = topics.get(k)
+        if t is None:
+            topics[k] = t = {"store": r["store"], "topic": r["topic"], "queues": 0, "messages": 0, "bytes": 0,
+                             "first_ts": r["first_ts"], "last_ts": r["last_ts"], "min_size": r["min_size"],
+                             "max_size": r["max_size"], "kr": None, "ur": None,
+                             **{f"h{b}": 0 for b in range(HIST_LO, HIST_HI + 1)}}
+        t["queues"] += 1
+        t["messages"] += r["messages"] or 0
+        t["bytes"] += r["bytes"] or 0
+        t["first_ts"], t["last_ts"] = min(t["first_ts"], r["first_ts"]), max(t["last_ts"], r["last_ts"])
+        t["min_size"], t["max_size"] = min(t["min_size"], r["min_size"]), max(t["max_size"], r["max_size"])
+        for b in range(HIST_LO, HIST_HI + 1):
+            t[f"h{b}"] += r[f"h{b}"] or 0
+        if kr is not None:
+            t["kr"] = kr.copy() if t["kr"] is None else np.maximum(t["kr"], kr)
+            t["ur"] = ur.copy() if t["ur"] is None else np.maximum(t["ur"], ur)
+    trows = sorted(({"store": t["store"], "topic": t["topic"], "queues": t["queues"], **base(t, t["kr"], t["ur"])}
+                    for t in topics.values()), key=lambda d: (d["store"], -d["messages"], d["topic"]))
     rate: dict[str, list] = {}
-    for r in sorted(series, key=lambda r: (r.topic, r.t)):
-        rate.setdefault(r.topic, []).append([r.t * MINUTE, r.n])
+    for topic, x, n in sorted(series):
+        rate.setdefault(topic, []).append([x * MINUTE, n])
     max_off = {(q["store"], q["topic"], q["queue_id"]): q["max_offset"] for q in qrows}
     lag = []
-    for info in ds.stores:
-        lag.extend(consumer_lag(info.ref.name, info.consumer_offsets, max_off,
-                                path=(info.ref.local or info.ref.uri) + "/config/consumerOffset.json"))
+    for name, raw, path in offsets:
+        lag.extend(consumer_lag(name, raw, max_off, path=path))
     totals = {"messages": sum(t["messages"] for t in trows), "bytes": sum(t["bytes"] for t in trows),
               "topics": len({t["topic"] for t in trows}), "queues": len(qrows)}
-    return {"stores": [i.ref.name for i in ds.stores], "totals": totals, "topics": trows, "queues": qrows,
+    return {"stores": stores, "totals": totals, "topics": trows, "queues": qrows,
             "rate": {"bucket_ms": width * MINUTE, "unit": "messages per minute", "per_minute_divisor": width,
                      "series": rate},
-            "consumer_lag": lag,
-            "scan": {"bytes": ds.total_bytes, "splits": len(ds.plan.splits), "runs": ds.runs,
-                     "stops": ds.last_summary}}
+            "consumer_lag": lag, "scan": scan}
 
 
 def consumer_lag(store: str, raw: bytes | None, max_off: dict, path: str = "consumerOffset.json") -> list[dict]:
