@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rmqctl.formats import commitlog as cl
+from rmqctl.formats._derive import numpy_dtype
 from rmqctl.formats.properties import CRC32_RESERVED_LEN
 from rmqctl.scan import (HEAD_SIZE, MAX_RECORD_SIZE, MIN_RECORD_SIZE, SCHEDULE_TOPIC, FileWalk, Stop,
                          prop_crc_check)
@@ -29,6 +30,8 @@ _M2_LAST = cl.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)[3]
 _CRC_TAG = np.frombuffer(b"__CRC32#\x01", np.uint8)
 _SCHED = SCHEDULE_TOPIC.encode()
 _SIZE = struct.Struct(">i")
+_HDR = np.dtype(numpy_dtype(cl.MessageHead).descr + numpy_dtype(cl.message_after_head(False, False)).descr)
+_AFTER_STORE = _HDR.fields["reconsume_times"][1]   # RECONSUMETIMES: 16 bytes before BODYLENGTH's end
 _ONE = 64 * 1024   # FileWalk reads for one record (it widens to the record's size): not a whole window
 
 
@@ -137,25 +140,43 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
     raw = os.pread(fd, n, pos) if n > 0 else b""
     b = np.frombuffer(raw, np.uint8)
     P = _chain(raw, b, 0, len(raw)) if len(raw) >= 8 else np.empty(0, np.int64)
-    if len(P):
-        tot = _i32(b, P)
-        magic = _i32(b, P + 4)
-        sysf = _i32(b, P + 36)
-        born6 = (sysf & 0x10) != 0
-        store6 = (sysf & 0x20) != 0
-        st_ts_at = P + 48 + np.where(born6, 20, 8)
-        after_store = st_ts_at + 8 + np.where(store6, 20, 8)
+    k = len(P)     # records accepted so far; every check below can only shorten the prefix
+    if k:
+        # one gather of the fixed 88-byte header (IPv4 hosts) per record, decoded by a dtype derived
+        # from the declarations; records with an IPv6 host take the variable-offset path below
+        R = np.lib.stride_tricks.as_strided(b, (len(b) - _HDR.itemsize + 1, _HDR.itemsize), (1, 1))[P]
+        R = R.view(_HDR).reshape(-1)
+        tot = R["total_size"].astype(np.int64)
+        magic = R["magic_code"].astype(np.int64)
+        sysf = R["sys_flag"].astype(np.int64)
+        phys = R["physical_offset"].astype(np.int64)
         rec_end = P + tot
-        bad = after_store + 16 > rec_end      # host flags claim more header than the record holds
-        after_store = np.where(bad, P + 16, after_store)
-        st_ts_at = np.where(bad, P, st_ts_at)
-        blen = _i32(b, after_store + 12)
+        if not (sysf & 0x30).any():
+            after_store = P + _AFTER_STORE
+            bad = after_store + 16 > rec_end
+            blen = R["body_length"].astype(np.int64)
+            st_ts = R["store_timestamp"].astype(np.int64)
+            reconsume = R["reconsume_times"].astype(np.int64)
+            prepared = R["prepared_transaction_offset"].astype(np.int64)
+        else:
+            born6 = (sysf & 0x10) != 0
+            store6 = (sysf & 0x20) != 0
+            st_ts_at = P + 48 + np.where(born6, 20, 8)
+            after_store = st_ts_at + 8 + np.where(store6, 20, 8)
+            bad = after_store + 16 > rec_end      # host flags claim more header than the record holds
+            after_store = np.where(bad, P + 16, after_store)
+            st_ts_at = np.where(bad, P, st_ts_at)
+            blen = _i32(b, after_store + 12)
+            st_ts, reconsume, prepared = _i64(b, st_ts_at), _i32(b, after_store), _i64(b, after_store + 4)
         body_rel = after_store + 16
         t_at = body_rel + blen
         bad |= (blen < 0) | (t_at + 1 > rec_end)
         t_at_c = np.where(bad, P, t_at)
         v2 = magic == cl.MESSAGE_MAGIC_CODE_V2
-        tlen = np.where(v2, _i16(b, np.minimum(t_at_c, len(raw) - 2)), b[t_at_c].astype(np.int64))
+        if v2.any():
+            tlen = np.where(v2, _i16(b, np.minimum(t_at_c, len(raw) - 2)), b[t_at_c].astype(np.int64))
+        else:
+            tlen = b[t_at_c].astype(np.int64)
         tlen = np.where(~v2 & (tlen >= 128), tlen - 256, tlen)
         topic_rel = t_at_c + np.where(v2, 2, 1)
         bad |= (tlen <= 0) | (topic_rel + tlen + 2 > rec_end)
@@ -163,37 +184,27 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
         plen = _i16(b, p_at)
         props_rel = p_at + 2
         bad |= (plen < 0) | (props_rel + plen != rec_end)
-        phys = _i64(b, P + 28)
         if check_phys:
             bad |= phys != (file_start + pos + P)
-        first_bad = int(np.argmax(bad)) if bad.any() else len(P)
-        keep = slice(0, first_bad)
-        P, tot, magic, sysf = P[keep], tot[keep], magic[keep], sysf[keep]
-        st_ts_at, after_store, blen, body_rel = st_ts_at[keep], after_store[keep], blen[keep], body_rel[keep]
-        topic_rel, tlen, props_rel, plen, phys = topic_rel[keep], tlen[keep], props_rel[keep], plen[keep], phys[keep]
-        crc = _i32(b, P + 8)
-        if check_crc and len(P):
+        if bad.any():
+            k = int(np.argmax(bad))
+        crc = R["body_crc"].astype(np.int64)
+        if check_crc and k:
             mv = memoryview(raw)
             # map() over builtins: the per-record loop stays in C (no Python frame per body)
-            got = np.fromiter(map(zlib.crc32, map(mv.__getitem__, map(slice, body_rel.tolist(),
-                                                                       (body_rel + blen).tolist()))),
-                              np.int64, len(P)) & 0x7FFFFFFF
-            crc_bad = got != crc
+            br = body_rel[:k]
+            got = np.fromiter(map(zlib.crc32, map(mv.__getitem__, map(slice, br.tolist(), (br + blen[:k]).tolist()))),
+                              np.int64, k) & 0x7FFFFFFF
+            crc_bad = got != crc[:k]
             if crc_bad.any():
-                cut = int(np.argmax(crc_bad))
-                first_bad = min(first_bad, cut)
-                sl = slice(0, cut)
-                P, tot, magic, sysf, st_ts_at, after_store, blen, body_rel = (
-                    P[sl], tot[sl], magic[sl], sysf[sl], st_ts_at[sl], after_store[sl], blen[sl], body_rel[sl])
-                topic_rel, tlen, props_rel, plen, phys, crc = (topic_rel[sl], tlen[sl], props_rel[sl], plen[sl],
-                                                               phys[sl], crc[sl])
+                k = int(np.argmax(crc_bad))
         # __CRC32# tails (5.2+): where the last 20 bytes start with the tag, check them like FileWalk
         pcrc = np.full(len(P), -1, np.int8)
-        if len(P):
-            tail = P + tot - CRC32_RESERVED_LEN
-            cand = plen >= CRC32_RESERVED_LEN
-            for k in range(len(_CRC_TAG)):
-                cand &= b[np.where(cand, tail + k, 0)] == _CRC_TAG[k]
+        if k:
+            tail = rec_end[:k] - CRC32_RESERVED_LEN
+            cand = plen[:k] >= CRC32_RESERVED_LEN
+            for j in range(len(_CRC_TAG)):
+                cand &= b[np.where(cand, tail + j, 0)] == _CRC_TAG[j]
             idx = np.flatnonzero(cand)
             if len(idx):
                 mv = memoryview(raw)
@@ -201,38 +212,29 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
                     a = int(P[i])
                     r = prop_crc_check(mv[a:a + int(tot[i])], int(tot[i]))
                     pcrc[i] = -1 if r is None else int(r)
-                if check_prop_crc and (pcrc == 0).any():
-                    cut = int(np.argmax(pcrc == 0))
-                    first_bad = min(first_bad, cut)
-                    sl = slice(0, cut)
-                    P, tot, magic, sysf, st_ts_at, after_store, blen, body_rel = (
-                        P[sl], tot[sl], magic[sl], sysf[sl], st_ts_at[sl], after_store[sl], blen[sl], body_rel[sl])
-                    topic_rel, tlen, props_rel, plen, phys, crc, pcrc = (
-                        topic_rel[sl], tlen[sl], props_rel[sl], plen[sl], phys[sl], crc[sl], pcrc[sl])
+                if check_prop_crc and (pcrc[:k] == 0).any():
+                    k = int(np.argmax(pcrc[:k] == 0))
         # SCHEDULE_TOPIC_XXXX records need their DELAY to parse: hand them to FileWalk's rule
-        if len(P):
-            sched = np.flatnonzero(tlen == len(_SCHED))
+        if k:
+            sched = np.flatnonzero(tlen[:k] == len(_SCHED))
             for i in sched.tolist():
                 a = int(topic_rel[i])
                 if raw[a:a + len(_SCHED)] == _SCHED:
                     w = FileWalk(fd, file_start, file_size, pos + int(P[i]), end, check_crc=False,
                                  check_phys=False, check_prop_crc=False, path=path, window=_ONE)
                     if next(iter(w), None) is None:
-                        cut = i
-                        sl = slice(0, cut)
-                        P, tot, magic, sysf, st_ts_at, after_store, blen, body_rel = (
-                            P[sl], tot[sl], magic[sl], sysf[sl], st_ts_at[sl], after_store[sl], blen[sl],
-                            body_rel[sl])
-                        topic_rel, tlen, props_rel, plen, phys, crc, pcrc = (
-                            topic_rel[sl], tlen[sl], props_rel[sl], plen[sl], phys[sl], crc[sl], pcrc[sl])
+                        k = i
                         break
+        sl = slice(0, k)
+        batch = Batch(raw, pos, file_start, P[sl], tot[sl], magic[sl], crc[sl], R["queue_id"][sl].astype(np.int64),
+                      R["flag"][sl].astype(np.int64), R["queue_offset"][sl].astype(np.int64), phys[sl], sysf[sl],
+                      R["born_timestamp"][sl].astype(np.int64), st_ts[sl], reconsume[sl], prepared[sl],
+                      body_rel[sl], blen[sl], topic_rel[sl], tlen[sl], props_rel[sl], plen[sl], pcrc[sl])
+        P, tot = P[sl], tot[sl]
     else:
-        tot = magic = sysf = st_ts_at = after_store = blen = body_rel = topic_rel = tlen = props_rel = plen = \
-            phys = crc = np.empty(0, np.int64)
-        pcrc = np.empty(0, np.int8)
-    batch = Batch(raw, pos, file_start, P, tot, magic, crc, _i32(b, P + 12), _i32(b, P + 16), _i64(b, P + 20),
-                  phys, sysf, _i64(b, P + 40), _i64(b, st_ts_at), _i32(b, after_store),
-                  _i64(b, after_store + 4), body_rel, blen, topic_rel, tlen, props_rel, plen, pcrc)
+        e = np.empty(0, np.int64)
+        batch = Batch(raw, pos, file_start, P, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e,
+                      np.empty(0, np.int8))
     nxt = pos + (int(P[-1] + tot[-1]) if len(P) else 0)
     # What ends the chain: FileWalk decides (exact classification), on one record.
     if nxt >= end:
