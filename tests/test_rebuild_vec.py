@@ -398,3 +398,30 @@ def test_last_nonzero_equals_the_kernel_helper(tmp_path, layout):
             assert _last_nonzero(fd, start, size) == last_nonzero(fd, start, size), start
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("lengths", [[0, 1, 2, 56, 56, 32], list(range(0, 300, 3)), [9000, 1, 20000]])
+def test_hash_ranges_both_layouts_equal_java_hash(lengths):
+    """Few lengths (matrix product) and many or long ones (reduceat) give String.hashCode."""
+    import random
+
+    from rmqctl.formats.index import java_string_hash
+
+    rnd = random.Random(len(lengths))
+    parts, starts = [], []
+    pos = 0
+    for L in lengths * 3:
+        b = bytes(rnd.choice(b"abcXYZ019#_ ") for _ in range(L))
+        if L and rnd.random() < 0.2:
+            b = b[:-1] + b"\xc3"
+        parts.append(b + b"\x02")
+        starts.append(pos)
+        pos += L + 1
+    buf = np.frombuffer(b"".join(parts), np.uint8)
+    lens = np.asarray([len(p) - 1 for p in parts], np.int64)
+    h, ok = VD.hash_ranges(buf, np.asarray(starts, np.int64), lens)
+    for p, hv, a in zip(parts, h.tolist(), ok.tolist()):
+        raw = p[:-1]
+        assert a == raw.isascii()
+        if a:
+            assert hv == java_string_hash(raw.decode()) & 0xFFFFFFFF

@@ -394,15 +394,29 @@ def _cq_why(st) -> str:
 
 
 def _same_file(a: Path, b: Path) -> bool:
-    if a.stat().st_size != b.stat().st_size:
+    """Byte equality of two files, compared through read-only maps in 64 MiB slices (no copies:
+    a 400 MB index file is compared at memory speed)."""
+    import mmap
+
+    import numpy as np
+
+    size = a.stat().st_size
+    if size != b.stat().st_size:
         return False
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            x, y = fa.read(1 << 20), fb.read(1 << 20)
-            if x != y:
-                return False
-            if not x:
-                return True
+    if size == 0:
+        return True
+    with open(a, "rb") as fa, open(b, "rb") as fb, \
+            mmap.mmap(fa.fileno(), 0, access=mmap.ACCESS_READ) as ma, \
+            mmap.mmap(fb.fileno(), 0, access=mmap.ACCESS_READ) as mb:
+        va, vb = np.frombuffer(ma, np.uint8), np.frombuffer(mb, np.uint8)
+        try:
+            step = 64 << 20
+            for off in range(0, size, step):
+                if not np.array_equal(va[off:off + step], vb[off:off + step]):
+                    return False
+            return True
+        finally:
+            del va, vb
 
 
 def _last_nonzero(fd: int, start: int, end: int) -> int:
@@ -575,7 +589,7 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
 
     from rmqctl.repair import vecdispatch as VD
 
-    props = VD.Props(bt)
+    props = None
     tids = topics.of(bt)
     if states is not None:
         rows = np.flatnonzero(VD.cq_mask(bt))
@@ -585,7 +599,6 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
         if queue is not None:
             rows = rows[bt.queue_id[rows] == queue]
         if len(rows):
-            codes = VD.tags_codes(bt, props, tids, topics, delay, rows)
             keys = (tids[rows] << 32) | (bt.queue_id[rows] & 0xFFFFFFFF)
             offs, sizes, qoffs = bt.offset, bt.total_size, bt.queue_offset
             for key, g in VD.groups(keys):
@@ -596,19 +609,30 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                     if not create:
                         continue
                     st = states[(t, q)] = _new_state(store, staging, t, q)
+                if st.max_phys >= 0:
+                    # units already in the queue (offset + size <= its max physical end) are skipped by
+                    # the broker: drop that prefix before computing anything for it
+                    sel = sel[int(np.searchsorted(offs[sel] + sizes[sel], st.max_phys, "right")):]
+                    if not len(sel):
+                        continue
+                if props is None:
+                    props = VD.Props(bt)
+                codes = VD.tags_codes(bt, props, tids, topics, delay, sel)
                 if fillers:
-                    for j, c in zip(sel.tolist(), codes[g].tolist()):
+                    for j, c in zip(sel.tolist(), codes.tolist()):
                         o, sz, qo = int(offs[j]), int(sizes[j]), int(qoffs[j])
                         if st.base is not None and qo * 20 > st.end and o + sz > st.max_phys:
                             _pad_with_filler(st, o, qo, fillers)
                         st.put(o, sz, c, qo)
                 else:
-                    st.put_many(offs[sel], sizes[sel], codes[g], qoffs[sel])
+                    st.put_many(offs[sel], sizes[sel], codes, qoffs[sel])
     if rebuilder is not None:
         offs = bt.offset
         i0 = int(np.searchsorted(offs, idx_from, "left")) if idx_from is not None else 0
         if i0 < len(offs):
             rows = np.arange(i0, len(offs), dtype=np.int64)
+            if props is None:
+                props = VD.Props(bt)
             item_row, item_hash = VD.index_items(bt, props, tids, topics, rows)
             rebuilder.dispatch_many(offs[rows], bt.store_timestamp[rows], item_row, item_hash)
 

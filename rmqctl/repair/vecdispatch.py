@@ -131,6 +131,13 @@ class Props:
 
     def value(self, name: bytes):
         """(has, start, length) per record of the last non-empty property `name` (parse_properties rules)."""
+        cache = self.__dict__.setdefault("_values", {})
+        v = cache.get(name)
+        if v is None:
+            v = cache[name] = self._value(name)
+        return v
+
+    def _value(self, name: bytes):
         pat = np.frombuffer(name + b"\x01", np.uint8)
         k = len(pat)
         s, e, buf = self.seg_start, self.seg_end, self.buf
@@ -158,14 +165,40 @@ class Props:
         return has, vs, vl
 
 
+_POWF: dict = {}
+
+
+def _powf(L: int) -> np.ndarray:
+    """31^(L-1-j) mod 2^32 for j < L, as float64 (exact: < 2^32)."""
+    v = _POWF.get(L)
+    if v is None:
+        v = _POWF[L] = _pow31(L)[:L][::-1].astype(np.float64)
+    return v
+
+
 def hash_ranges(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray):
-    """Java String.hashCode (mod 2^32, as uint64) of each ASCII byte range, and whether the range is ASCII."""
+    """Java String.hashCode (mod 2^32, as uint64) of each ASCII byte range, and whether the range is ASCII.
+
+    Ranges of one length L are rows of a matrix (strided gather) hashed by one float64 matrix-vector
+    product with 31^(L-1-j) mod 2^32: every term is < 2^39 and L <= 8192 terms stay below 2^53, so
+    the float sum is the exact integer. Other cases: per byte, summed with np.add.reduceat."""
     n = len(starts)
     h = np.zeros(n, np.uint64)
     ascii_ok = np.ones(n, bool)
     lens = lens.astype(np.int64)
     T = int(lens.sum())
     if not T:
+        return h, ascii_ok
+    ls = np.unique(lens)
+    if len(ls) <= 64 and int(ls[-1]) <= 8192:
+        starts = starts.astype(np.int64)
+        for L in ls.tolist():
+            if L == 0:
+                continue
+            rows = np.flatnonzero(lens == L)
+            M = np.lib.stride_tricks.sliding_window_view(buf, L)[starts[rows]]
+            ascii_ok[rows] = M.max(axis=1) < 128
+            h[rows] = (M.astype(np.float64) @ _powf(L)).astype(np.uint64) & _M32
         return h, ascii_ok
     nz = lens > 0
     seg0 = np.zeros(n, np.int64)
