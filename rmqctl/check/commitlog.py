@@ -352,7 +352,11 @@ class _Interner:
                 G[k] = b[idx]
         else:
             G = b[np.minimum(rel[:, None] + cols, len(b) - 1)]
-        G[cols[None, :] >= length[:, None]] = 0
+        Lmin = int(length.min())
+        if Lmin == L:
+            G[:, L:] = 0
+        else:
+            G[cols[None, :] >= length[:, None]] = 0
         V = G.view(np.uint64)
         w = V.shape[1]
         h = length.astype(np.uint64)
@@ -367,7 +371,12 @@ class _Interner:
             found = self.sorted_h[pos] == h if len(self.sorted_h) else np.zeros(n, bool)
             if found.all():
                 ids = self.sorted_id[pos]
-                if (V == self.rows[ids, :w]).all() and (self.lens[ids] == length).all():
+                i0 = int(ids[0])
+                if (ids == i0).all():
+                    same = Lmin == L == int(self.lens[i0]) and (V == self.rows[i0, :w]).all()
+                else:
+                    same = (V == self.rows[ids, :w]).all() and (self.lens[ids] == length).all()
+                if same:
                     return ids
                 return None      # a hash collision: let the caller group exactly
             new = np.flatnonzero(~found)

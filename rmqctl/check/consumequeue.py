@@ -129,75 +129,75 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
                     ended_at = q0 + cut
             else:
                 cut = 0
+            hole = None
             if cut < m and not hole_reported:
                 # a valid-looking unit after the queue ended (an invalid unit): the broker stops at the hole
                 after = np.flatnonzero(valid[cut:])
                 if len(after):
                     k = cut + int(after[0])
                     hole_reported = True
-                    findings.append(Finding(ERROR, "cq.hole", str(f.path), (i0 + k) * 20,
-                                            f"no unit after offset {ended_at}",
-                                            f"unit (phys {int(phys[k])}, size {int(size[k])})",
-                                            f"valid-looking unit after an invalid one at queue offset {ended_at}: "
-                                            f"the broker's recovery ends the queue at the hole"))
-            if cut == 0:
-                continue
-            ph, sz, tg = phys[:cut], size[:cut], tags[:cut]
-            pre = (sz == PRE_BLANK_SIZE) & (ph == 0) & (tg == 0)
-            real = np.flatnonzero(~pre)
-            first_real = int(real[0]) if len(real) else None
-            if pre.any():
-                pk = np.flatnonzero(pre)
-                for k in pk.tolist():
-                    if seen_real or fi != 0 or (first_real is not None and first_real < k):
-                        findings.append(Finding(ERROR, "cq.pre_blank", str(f.path), (i0 + k) * 20, "a message unit",
-                                                "pre-blank unit (0, 2147483647, 0)",
-                                                "pre-blank units belong only before the first unit of the first "
-                                                "file"))
-                last_pre = int(pk[-1])
-            else:
-                last_pre = None
-            # min_valid is set by each pre-blank unit (q + 1) and by the queue's first real unit (q): the
-            # last of those in order wins
-            ev_real = first_real if not seen_real else None
-            if last_pre is not None and (ev_real is None or last_pre > ev_real):
-                res.min_valid = q0 + last_pre + 1
-            elif ev_real is not None:
-                res.min_valid = q0 + ev_real
-            if first_real is None:
-                continue
-            seen_real = True
-            lr = int(real[-1])
-            res.max_phys_end = int(ph[lr]) + int(sz[lr])
-            res.valid_end = q0 + lr + 1
-            if not commitlog_scanned:
-                continue
-            rp, rs = ph[real], sz[real]
-            rq = q0 + real
-            if cl_gaps and gap_first is None:
-                ing = np.zeros(len(real), bool)
-                for g0, g1 in cl_gaps:
-                    ing |= (rp >= g0) & (rp < g1)
-                if ing.any():
-                    k = int(np.argmax(ing))
-                    pv = int(rp[k])
-                    g0, g1 = next((g0, g1) for g0, g1 in cl_gaps if g0 <= pv < g1)
-                    gap_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), pv, g0, g1)
-            judge = rp + rs > cl_min     # else: a message in a deleted (expired) commitlog file
-            if first_rec_q is not None:
-                judge &= (rq < first_rec_q) | (rq > last_rec_q)     # else compared by the commitlog pass
-            ahead = judge & (rp >= cl_end)
-            orphan = judge & (rp < cl_end)
-            if ahead.any():
-                k = int(np.argmax(ahead))
-                ahead_n += int(ahead.sum())
-                if ahead_first is None:
-                    ahead_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), int(rp[k]))
-            if orphan.any():
-                k = int(np.argmax(orphan))
-                orphan_n += int(orphan.sum())
-                if orphan_first is None:
-                    orphan_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), int(rp[k]))
+                    hole = Finding(ERROR, "cq.hole", str(f.path), (i0 + k) * 20, f"no unit after offset {ended_at}",
+                                   f"unit (phys {int(phys[k])}, size {int(size[k])})",
+                                   f"valid-looking unit after an invalid one at queue offset {ended_at}: "
+                                   f"the broker's recovery ends the queue at the hole")
+            if cut:
+                ph, sz, tg = phys[:cut], size[:cut], tags[:cut]
+                pre = (sz == PRE_BLANK_SIZE) & (ph == 0) & (tg == 0)
+                real = np.flatnonzero(~pre)
+                first_real = int(real[0]) if len(real) else None
+                if pre.any():
+                    pk = np.flatnonzero(pre)
+                    for k in pk.tolist():
+                        if seen_real or fi != 0 or (first_real is not None and first_real < k):
+                            findings.append(Finding(ERROR, "cq.pre_blank", str(f.path), (i0 + k) * 20,
+                                                    "a message unit", "pre-blank unit (0, 2147483647, 0)",
+                                                    "pre-blank units belong only before the first unit of the "
+                                                    "first file"))
+                    last_pre = int(pk[-1])
+                else:
+                    last_pre = None
+                # min_valid is set by each pre-blank unit (q + 1) and by the queue's first real unit (q): the
+                # last of those in order wins
+                ev_real = first_real if not seen_real else None
+                if last_pre is not None and (ev_real is None or last_pre > ev_real):
+                    res.min_valid = q0 + last_pre + 1
+                elif ev_real is not None:
+                    res.min_valid = q0 + ev_real
+                if first_real is not None:
+                    seen_real = True
+                    lr = int(real[-1])
+                    res.max_phys_end = int(ph[lr]) + int(sz[lr])
+                    res.valid_end = q0 + lr + 1
+                    if commitlog_scanned:
+                        rp, rs = ph[real], sz[real]
+                        rq = q0 + real
+                        if cl_gaps and gap_first is None:
+                            ing = np.zeros(len(real), bool)
+                            for g0, g1 in cl_gaps:
+                                ing |= (rp >= g0) & (rp < g1)
+                            if ing.any():
+                                k = int(np.argmax(ing))
+                                pv = int(rp[k])
+                                g0, g1 = next((g0, g1) for g0, g1 in cl_gaps if g0 <= pv < g1)
+                                gap_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), pv, g0, g1)
+                        judge = rp + rs > cl_min     # else: a message in a deleted (expired) commitlog file
+                        if first_rec_q is not None:
+                            # else: compared with its record by the commitlog pass
+                            judge &= (rq < first_rec_q) | (rq > last_rec_q)
+                        ahead = judge & (rp >= cl_end)
+                        orphan = judge & (rp < cl_end)
+                        if ahead.any():
+                            k = int(np.argmax(ahead))
+                            ahead_n += int(ahead.sum())
+                            if ahead_first is None:
+                                ahead_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), int(rp[k]))
+                        if orphan.any():
+                            k = int(np.argmax(orphan))
+                            orphan_n += int(orphan.sum())
+                            if orphan_first is None:
+                                orphan_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), int(rp[k]))
+            if hole is not None:     # after the units before it, in file order
+                findings.append(hole)
     if ahead_first:
         p, pos, q, phys = ahead_first
         findings.append(Finding(ERROR, "cq.ahead", p, pos, f"physical offset < {cl_end} (commitlog end)",

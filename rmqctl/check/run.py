@@ -40,6 +40,9 @@ def _scan_parallel(args: list, jobs: int, progress) -> list:
     processes, joined per file in order (clc.merge_ranges): the same FileResults as one walk per file."""
     import multiprocessing as mp
 
+    import numpy  # noqa: F401  -- imported once here, inherited by the forked workers
+    import rmqctl.scanvec  # noqa: F401
+
     tasks, owner = [], []
     for k, (ctx, path, start, size) in enumerate(args):
         limit = min(size, ctx.file_size)
