@@ -1,5 +1,6 @@
 """Benchmark: `stats` and `export` on a >= 2 GB oracle store with Spark local[1], local[2], and the
-default (non-Spark) engine -- one sequential kernel walk doing the same work -- beside them.
+default (non-Spark) engine -- the same batch path (rmqctl.scanvec -> Arrow) in one process: stats.compute_local,
+and a pyarrow ParquetWriter for export -- beside them.
 
 Each measurement runs in a fresh process (so Spark start-up is counted separately from the job) and
 reports MB/s and messages/s over the commitlog bytes scanned, and the peak RSS of the driver
@@ -48,57 +49,26 @@ def child(engine: str, op: str, store: str, out: str) -> dict:
     t0 = time.time()
     sys.path.insert(0, str(REPO / "tests"))
     if engine == "default":
-        from rmqctl.spark.dataset import local_messages
-
+        # The default (non-Spark) engine: the same batch path (kernel -> Arrow) in this one process.
         start = time.time()
         if op == "stats":
-            per = {}
-            n = nbytes = 0
-            for r in local_messages(store):
-                k = (r[1], r[2])
-                c = per.get(k)
-                if c is None:
-                    c = per[k] = [0, 0, r[17], r[17], set()]
-                c[0] += 1
-                c[1] += r[5]
-                c[2] = min(c[2], r[19])
-                c[3] = max(c[3], r[19])
-                c[4].update(r[14])
-                n += 1
-                nbytes += r[5]
+            from rmqctl.spark import stats
+
+            res = stats.compute_local([store])
+            n, nbytes = res["totals"]["messages"], res["totals"]["bytes"]
         else:
-            import pyarrow as pa
             import pyarrow.parquet as pq
 
-            from rmqctl.spark.dataset import BODY_COLUMN, MESSAGE_COLUMNS
-
-            names = [c for c, _ in MESSAGE_COLUMNS] + [BODY_COLUMN[0]]
-            n = nbytes = 0
-            writer = None
-            batch = []
-
-            def flush():
-                nonlocal writer
-                cols = list(zip(*batch))
-                arrays = {nm: list(col) for nm, col in zip(names, cols)}
-                arrays["properties"] = [list(d.items()) for d in arrays["properties"]]
-                t = pa.table(arrays)
-                if writer is None:
-                    writer = pq.ParquetWriter(os.path.join(out, "part-0.parquet"), t.schema)
-                writer.write_table(t)
-                batch.clear()
+            from rmqctl.spark.batches import arrow_schema
+            from rmqctl.spark.dataset import local_batches, message_columns
 
             os.makedirs(out, exist_ok=True)
-            for r in local_messages(store, body=True):
-                batch.append(r)
-                n += 1
-                nbytes += r[5]
-                if len(batch) >= 50_000:
-                    flush()
-            if batch:
-                flush()
-            if writer:
-                writer.close()
+            n, nbytes = 0, None
+            with pq.ParquetWriter(os.path.join(out, "part-0.parquet"),
+                                  arrow_schema(message_columns(None, True)), compression="snappy") as w:
+                for rb in local_batches(store, body=True):
+                    w.write_batch(rb)
+                    n += rb.num_rows
         job = time.time() - start
         startup = 0.0
     else:

@@ -199,7 +199,7 @@ def message_columns(names=None, body: bool = False) -> list:
 def _arrow_task(by_id, order, by_uri, acc, opts, cfg, columns, flt, reducer=None):
     """The mapInArrow function: each input row names a split (pread: its id; binaryfiles: a file's
     path and bytes); the split is walked by the batch kernel and its messages yielded as RecordBatches
-    -- or, with `reducer` (a factory of objects with add(batch) and partials(store)), fed to it and
+    -- or, with `reducer` (split -> an object with add(batch) and partials(store)), fed to it and
     its partials yielded once the split is done. The SplitStatus goes to the accumulator for the
     driver's resolve()."""
 
@@ -220,7 +220,7 @@ def _arrow_task(by_id, order, by_uri, acc, opts, cfg, columns, flt, reducer=None
                         items.append((split, contents[k]))
             for split, content in items:
                 fd = memory_fd(content.as_buffer()) if content is not None else None
-                red = reducer() if reducer is not None else None
+                red = reducer(split) if reducer is not None else None
                 try:
                     gen = split_arrow(split, opts, cfg[split.store], columns, flt, fd)
                     while True:
@@ -391,7 +391,12 @@ class Dataset:
         from rmqctl.spark import stats
 
         return self._frames(flt, message_columns(stats.STATS_COLUMNS), ddl(stats.PARTIAL_COLUMNS),
-                            stats.SplitAggregate, None)
+                            lambda split: stats.SplitAggregate(), None)
+
+    def reduce(self, flt: Filter | None, reducer, schema: str, columns=None):
+        """Generic task-side consumer of the messages: reducer(split) gets every RecordBatch of its
+        split (add) and yields rows of `schema` at the end (partials(store)). Use inside run()."""
+        return self._frames(flt, message_columns(columns, self.opts.get("body", False)), schema, reducer, None)
 
     def _frames(self, flt, cols, schema, reducer, _acc):
         acc = _acc if _acc is not None else self._acc
