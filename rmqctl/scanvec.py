@@ -93,7 +93,7 @@ class Batch:
         cache = {} if cache is None else cache
         raw, out = self.raw, []
         for a, n in zip(self.topic_rel.tolist(), self.topic_length.tolist()):
-            tb = raw[a:a + n]
+            tb = bytes(raw[a:a + n])
             t = cache.get(tb)
             if t is None:
                 t = cache[tb] = tb.decode("utf-8", errors="replace")
@@ -133,13 +133,22 @@ def _chain(raw, b: np.ndarray, start: int, limit: int) -> np.ndarray:
 
 def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *, check_crc: bool = True,
                 check_phys: bool = True, check_prop_crc: bool = True, window: int = WINDOW,
-                path: str = "") -> tuple[Batch, int, Stop | None]:
+                path: str = "", buf: bytearray | None = None) -> tuple[Batch, int, Stop | None]:
     """Valid records from `pos` within one window. Returns (batch, next_pos, stop): stop is None when the
-    walk should continue at next_pos with the next window, else where and why it ended (as FileWalk)."""
+    walk should continue at next_pos with the next window, else where and why it ended (as FileWalk).
+
+    `buf`: read into this buffer instead of a new bytes object (no page faults for a fresh 8 MiB each
+    window: measured 0.33 -> 0.15 s per GiB). The Batch then refers to it (raw is the bytearray, its
+    slices are bytearrays) and is only valid until the buffer is reused."""
     n = min(window, end - pos)
-    raw = os.pread(fd, n, pos) if n > 0 else b""
-    b = np.frombuffer(raw, np.uint8)
-    P = _chain(raw, b, 0, len(raw)) if len(raw) >= 8 else np.empty(0, np.int64)
+    if buf is not None and 0 < n <= len(buf):
+        nraw = os.preadv(fd, [memoryview(buf)[:n]], pos)
+        raw = buf
+    else:
+        raw = os.pread(fd, n, pos) if n > 0 else b""
+        nraw = len(raw)
+    b = np.frombuffer(raw, np.uint8, nraw)
+    P = _chain(raw, b, 0, nraw) if nraw >= 8 else np.empty(0, np.int64)
     k = len(P)     # records accepted so far; every check below can only shorten the prefix
     if k:
         # one gather of the fixed 88-byte header (IPv4 hosts) per record, decoded by a dtype derived
@@ -174,7 +183,7 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
         t_at_c = np.where(bad, P, t_at)
         v2 = magic == cl.MESSAGE_MAGIC_CODE_V2
         if v2.any():
-            tlen = np.where(v2, _i16(b, np.minimum(t_at_c, len(raw) - 2)), b[t_at_c].astype(np.int64))
+            tlen = np.where(v2, _i16(b, np.minimum(t_at_c, nraw - 2)), b[t_at_c].astype(np.int64))
         else:
             tlen = b[t_at_c].astype(np.int64)
         tlen = np.where(~v2 & (tlen >= 128), tlen - 256, tlen)

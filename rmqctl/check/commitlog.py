@@ -241,7 +241,8 @@ def _first_record(fd: int, start: int, size: int, lo: int, hi: int, limit: int) 
     nz = _first_nonzero(fd, lo, min(hi + 3, limit))
     if nz is None:
         return None
-    p = scan.find_next_record(fd, start, size, max(lo, nz - 3) - 1, limit)
+    p = scan.find_next_record(fd, start, size, max(lo, nz - 3) - 1, limit,
+                              make_walk=lambda c: scan.FileWalk(fd, start, size, c, limit, window=64 * 1024))
     return p if p is not None and p < hi else None
 
 
@@ -449,6 +450,7 @@ class _RangeScan:
         res, fd, bound, limit = self.res, self.fd, self.bound, self.limit
         last_range = bound >= limit     # else: stop at the first record starting at or after bound
         pos, widen = self.begin, 0
+        buf = bytearray(scanvec.WINDOW)      # reused by every window: each batch is done before the next read
         while True:
             if not last_range and pos >= bound:
                 res.handoff = pos
@@ -456,7 +458,7 @@ class _RangeScan:
             w = max(min(scanvec.WINDOW, (limit if last_range else bound) - pos), widen)
             batch, nxt, stop = scanvec.walk_window(fd, self.start, res.size, pos, limit, window=w,
                                                    check_crc=True, check_phys=True, check_prop_crc=True,
-                                                   path=self.path)
+                                                   path=self.path, buf=buf)
             if len(batch):
                 n = len(batch)
                 if not last_range and w > bound - pos:
@@ -532,7 +534,7 @@ class _RangeScan:
         if len(pp):
             susp[np.searchsorted(jstart, twos[pp], "right") - 1] = True
         for i in np.flatnonzero(susp).tolist():
-            praw = slices[i]
+            praw = bytes(slices[i])
             try:
                 praw.decode("utf-8")
                 bad = None if b"\x02\x02" not in praw and praw.endswith(b"\x02") else _props_problem(praw)
