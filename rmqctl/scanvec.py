@@ -30,6 +30,23 @@ _M2_LAST = cl.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)[3]
 _CRC_TAG = np.frombuffer(b"__CRC32#\x01", np.uint8)
 _SCHED = SCHEDULE_TOPIC.encode()
 _SIZE = struct.Struct(">i")
+
+
+def _pick_crc32():
+    """zlib.crc32, or the identical CRC-32 of ISA-L (python-isal, PCLMULQDQ) when installed: measured
+    2.6x faster per 1 KiB body here. RMQCTL_CRC=zlib forces zlib (benchmarks compare both)."""
+    if os.environ.get("RMQCTL_CRC", "") != "zlib":
+        try:
+            from isal.isal_zlib import crc32
+
+            if crc32(b"123456789") == zlib.crc32(b"123456789"):
+                return crc32
+        except ImportError:
+            pass
+    return zlib.crc32
+
+
+_crc32 = _pick_crc32()
 _HDR = np.dtype(numpy_dtype(cl.MessageHead).descr + numpy_dtype(cl.message_after_head(False, False)).descr)
 _AFTER_STORE = _HDR.fields["reconsume_times"][1]   # RECONSUMETIMES: 16 bytes before BODYLENGTH's end
 _ONE = 64 * 1024   # FileWalk reads for one record (it widens to the record's size): not a whole window
@@ -202,7 +219,7 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
             mv = memoryview(raw)
             # map() over builtins: the per-record loop stays in C (no Python frame per body)
             br = body_rel[:k]
-            got = np.fromiter(map(zlib.crc32, map(mv.__getitem__, map(slice, br.tolist(), (br + blen[:k]).tolist()))),
+            got = np.fromiter(map(_crc32, map(mv.__getitem__, map(slice, br.tolist(), (br + blen[:k]).tolist()))),
                               np.int64, k) & 0x7FFFFFFF
             crc_bad = got != crc[:k]
             if crc_bad.any():
