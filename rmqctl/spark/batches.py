@@ -89,11 +89,14 @@ class _Props:
         pb = np.frombuffer(buf, np.uint8)
         e2 = np.flatnonzero(pb == 2)
         e1 = np.flatnonzero(pb == 1)
-        # record ends first on ties: a \x02 opening the next record ends that record's empty segment
-        bounds = np.concatenate((rec_end, e2))
-        is_sep = np.concatenate((np.zeros(n, bool), np.ones(len(e2), bool)))
-        order = np.argsort(bounds, kind="stable")
-        seg_end, is_sep = bounds[order], is_sep[order]
+        # merge the two sorted boundary lists (record ends first on ties: a \x02 opening the next
+        # record ends that record's empty segment)
+        seg_end = np.empty(n + len(e2), np.int64)
+        is_sep = np.ones(n + len(e2), bool)
+        at_end = np.arange(n) + np.searchsorted(e2, rec_end, "left")
+        seg_end[at_end] = rec_end
+        is_sep[at_end] = False
+        seg_end[is_sep] = e2
         seg_start = np.empty_like(seg_end)
         seg_start[0] = base
         seg_start[1:] = seg_end[:-1] + is_sep[:-1]

@@ -130,22 +130,33 @@ class SplitAggregate:
         nxt = np.where(dispatched, qoff + inner, np.iinfo(np.int64).min)
         _, e = np.frexp(size.astype(np.float64))
         bucket = np.clip(e - 1, HIST_LO, HIST_HI) - HIST_LO
-        # group ids: (topic, queue, minute) folded into one int64 when the ranges allow (they do)
-        qk = np.unique(q, return_inverse=True)
-        mk = np.unique(minute, return_inverse=True)
-        key = (tcode * len(qk[0]) + qk[1]) * len(mk[0]) + mk[1]
-        uniq, inv = np.unique(key, return_inverse=True)
-        order = np.argsort(inv, kind="stable")
-        cuts = np.flatnonzero(np.r_[True, inv[order][1:] != inv[order][:-1]])
-        cnt = np.bincount(inv)
-        nbytes = np.bincount(inv, weights=size)
-        first = np.minimum.reduceat(ts[order], cuts)
-        last = np.maximum.reduceat(ts[order], cuts)
-        smin = np.minimum.reduceat(size[order], cuts)
-        smax = np.maximum.reduceat(size[order], cuts)
-        nmax = np.maximum.reduceat(nxt[order], cuts)
-        hist = np.bincount(inv * NB + bucket, minlength=len(uniq) * NB).reshape(len(uniq), NB)
-        rep = order[cuts]                              # a row of each group, for its key values
+        # group ids: (topic, queue, minute) folded into one small int (dense ranges in practice:
+        # a window covers a few queues and minutes), else by sorting
+        qc, nq = _dense(q)
+        mc, nm = _dense(minute)
+        key = (tcode * nq + qc) * nm + mc
+        if len(topics) * nq * nm <= 1 << 22:
+            present = np.bincount(key)
+            uniq = np.flatnonzero(present)
+            lut = np.zeros(len(present), np.int64)
+            lut[uniq] = np.arange(len(uniq))
+            inv = lut[key]
+        else:
+            uniq, inv = np.unique(key, return_inverse=True)
+        G = len(uniq)
+        cnt = np.bincount(inv, minlength=G)
+        nbytes = np.bincount(inv, weights=size, minlength=G)
+        big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        first, last = np.full(G, big), np.full(G, small)
+        smin, smax, nmax = np.full(G, big), np.full(G, small), np.full(G, small)
+        np.minimum.at(first, inv, ts)
+        np.maximum.at(last, inv, ts)
+        np.minimum.at(smin, inv, size)
+        np.maximum.at(smax, inv, size)
+        np.maximum.at(nmax, inv, nxt)
+        hist = np.bincount(inv * NB + bucket, minlength=G * NB).reshape(G, NB)
+        rep = np.zeros(G, np.int64)
+        rep[inv[::-1]] = np.arange(n)[::-1]            # a row of each group, for its key values
         nil = np.iinfo(np.int64).min
         for g, r in enumerate(rep.tolist()):
             k = (topics[tcode[r]], int(q[r]), int(minute[r]))
@@ -162,7 +173,7 @@ class SplitAggregate:
                     a[6] = int(nmax[g]) if a[6] is None else max(a[6], int(nmax[g]))
                 a[7] += hist[g]
         # HLL per (topic, queue)
-        tq = tcode * len(qk[0]) + qk[1]
+        tq = tcode * nq + qc
         tq_u, tq_inv = np.unique(tq, return_inverse=True)
         kregs = np.zeros((len(tq_u), 1 << HLL_LG), np.uint8)
         uregs = np.zeros((len(tq_u), 1 << HLL_LG), np.uint8)
@@ -208,6 +219,17 @@ class SplitAggregate:
         schema = arrow_schema(PARTIAL_COLUMNS)
         return pa.RecordBatch.from_arrays([pa.array(rows[c], schema.field(c).type) for c, _ in PARTIAL_COLUMNS],
                                           schema=schema)
+
+
+def _dense(a):
+    """(codes, range): a - min when the range is small, else ranks from np.unique."""
+    import numpy as np
+
+    lo, hi = int(a.min()), int(a.max())
+    if hi - lo < 1 << 16:
+        return a - lo, hi - lo + 1
+    u, inv = np.unique(a, return_inverse=True)
+    return inv, len(u)
 
 
 def _dispatched_types():
