@@ -14,6 +14,10 @@ Where rmqctl differs on purpose (store-format §7.7): truncated tails are zero-f
 left as stale units, a file without any valid unit is removed instead of being kept with a bogus
 write position (the 5.3.3 correctMinOffset IAE, R8/R9), and pre-blank units do not count towards
 maxPhysicOffset (the broker would take 0x7FFFFFFF from them).
+
+put_many() appends a whole batch of one queue's units as one numpy record array when the broker's
+rules accept all of them (the usual case), else it falls back to put() unit by unit; with stage_dir set
+every completed file is compared and staged at once, so a queue holds at most one file in memory.
 """
 from __future__ import annotations
 

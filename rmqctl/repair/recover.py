@@ -32,6 +32,12 @@ A corrupt record in the middle (--on-corruption):
   Queue offsets that the lost records held are filled with units pointing at the synthetic record, so
   every later unit keeps the slot its QUEUEOFFSET says (the broker would shift them, "[BUG]logic queue
   order maybe wrong"); a consumer of that queue receives the placeholder once per lost message.
+
+Speed: both passes walk the commitlog with the batch kernel (rmqctl.scanvec) and dispatch a window of
+records at a time as numpy arrays (rmqctl.repair.vecdispatch: CQ units grouped by queue, index keys
+hashed in bulk); consume-queue files are finished and staged as soon as they are complete and index
+items are written in bounded chunks, so memory stays flat. The Spark engine replaces CommitLog with a
+record stream; analyze_rebuild then takes the per-record path into the same builders.
 """
 from __future__ import annotations
 
