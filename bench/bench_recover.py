@@ -13,7 +13,8 @@ Runs, in this order, on the same store (page cache warmed by a first read):
 
 Usage:
   python bench/bench_recover.py --store /tmp/rmqctl-bench-recover/store [--generate --count 2000000 --size 1024]
-Peak RSS per child process via resource.getrusage(RUSAGE_CHILDREN) (wait4). MB/s = commitlog bytes / wall s,
+Peak RSS per child process via resource.getrusage(RUSAGE_CHILDREN) (wait4).
+MB/s = bytes of records (first file start to the end of valid data) / wall s,
 msg/s = messages (consume-queue units counted by `rebuild cq`) / wall s. Prints `uptime` first: run it
 when the machine is quiet.
 """
@@ -73,6 +74,7 @@ def main():
     rmq = [sys.executable, "-m", "rmqctl"]
     rows = []
     msgs = [0]
+    data = [log_bytes]
 
     def rmqctl(label, *args, abort=False, zero_ckpt=False):
         if zero_ckpt:
@@ -85,6 +87,7 @@ def main():
         plan = json.loads(out)
         if "units" in plan["summary"]:
             msgs[0] = plan["summary"]["units"]
+            data[0] = plan["commitlog"]["valid_end"] - plan["commitlog"]["scan_start"]
         rows.append((label, meta["wall"], meta["maxrss_kib"], f"exit {meta['rc']}, {len(plan['actions'])} changes, "
                      f"scan from {plan['commitlog'].get('scan_start')}, {json.dumps(plan['summary'])}"))
 
@@ -116,10 +119,11 @@ def main():
     # leave the store clean (and its checkpoint real) for the next run
     settle()
 
-    print(f"store: {store}  commitlog {log_bytes / 1e9:.2f} GB")
+    print(f"store: {store}  commitlog files {log_bytes / 1e9:.2f} GB, records {data[0] / 1e9:.2f} GB "
+          f"(MB/s below: record bytes / s)")
     print(f"{'run':34s} {'seconds':>8s} {'MB/s':>8s} {'msg/s':>10s} {'peak RSS MiB':>12s}  notes")
     for label, secs, rss, note in rows:
-        print(f"{label:34s} {secs:8.2f} {log_bytes / 1e6 / secs:8.0f} {msgs[0] / secs:10.0f} {rss / 1024:12.0f}  {note}")
+        print(f"{label:34s} {secs:8.2f} {data[0] / 1e6 / secs:8.0f} {msgs[0] / secs:10.0f} {rss / 1024:12.0f}  {note}")
 
 
 if __name__ == "__main__":
