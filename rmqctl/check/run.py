@@ -1,7 +1,9 @@
 """Orchestration of `rmqctl verify`: which checks run, in which order, with what they share.
 
 Order: lock (so the commitlog checks know whether the tail may be in progress), commitlog files
-(in parallel with `jobs` > 1: each worker checks whole files, results are merged in file order),
+(in parallel with `jobs` > 1: files are split into ranges of RANGE_BYTES at record boundaries, the
+workers check ranges, the results are joined per file and merged in file order -- the same findings
+as one process),
 consume queues, index files, checkpoint/abort/recovery prediction, timer, compaction, config.
 Everything is opened O_RDONLY; nothing is ever written to the store.
 """
