@@ -21,6 +21,7 @@ How a file's end is classified (the broker's recovery only knows "valid" or "sto
 """
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from dataclasses import dataclass, field
@@ -828,14 +829,27 @@ class _RangeScan:
 _ZEROS = bytes(1 << 20)
 
 
+def _skip_hole(fd: int, pos: int, end: int) -> int:
+    """The next position >= pos that may hold data: holes of a sparse file read as zeros, and the broker
+    sizes new commitlog files without writing them, so a file's unwritten tail is usually one hole."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    if seek_data is None:
+        return pos
+    try:
+        return os.lseek(fd, pos, seek_data)
+    except OSError as e:
+        return end if e.errno == errno.ENXIO else pos    # ENXIO: nothing but holes up to the end of file
+
+
 def _first_nonzero(fd: int, pos: int, end: int) -> int | None:
     chunk = len(_ZEROS)
+    pos = _skip_hole(fd, pos, end)
     while pos < end:
         data = os.pread(fd, min(chunk, end - pos), pos)
         if not data:
             return None
         if data == _ZEROS[:len(data)]:     # memcmp: ~10x faster than scanning with lstrip
-            pos += len(data)
+            pos = _skip_hole(fd, pos + len(data), end)
             continue
         stripped = data.lstrip(b"\0")
         if stripped:
