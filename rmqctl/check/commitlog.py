@@ -675,7 +675,9 @@ class _RangeScan:
         if c is None or c[0] != f0 or p0 < c[1] or p1 > c[1] + 20 * len(c[2]):
             tn, qid = self.qkeys[g]
             path = os.path.join(self.cq_base, self.topics[tn], str(qid), f"{f0:020d}")
-            want = min(max(p1 - p0, CQ_CHUNK_UNITS * 20), cqfs - p0)
+            # read ahead 4x what this batch needs (at least 512 units): the total cached stays within a few
+            # times one batch of records plus 10 KB per queue
+            want = min(max(4 * (p1 - p0), CQ_CHUNK_UNITS * 20), cqfs - p0)
             try:
                 fd = os.open(path, os.O_RDONLY)
             except OSError:
