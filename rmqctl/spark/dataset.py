@@ -1,6 +1,12 @@
 """The commitlog as a Spark dataset: a DataFrame of messages, and the dispatch rows consume queues
-and index files are built from. Executors decode with the record kernel (rmqctl.scan.FileWalk) and
-the broker's dispatch rules (rmqctl.dispatch) -- the same code the local engine runs.
+and index files are built from.
+
+Messages: each task walks its range with the batch kernel (rmqctl.scanvec) and builds Arrow
+RecordBatches column by column (rmqctl.spark.batches), handed to Spark through mapInArrow -- no Python
+object per row. The default (non-Spark) engine runs the same function in-process (local_batches);
+both are tested equal to message_row() over rmqctl.scan.FileWalk, the reference. Dispatch rows and the
+engines' record streams (verify/rebuild) still go row by row through the record kernel and the
+broker's dispatch rules (rmqctl.dispatch).
 
 Messages schema (one row per message record, in commitlog order within a store):
 
