@@ -218,6 +218,11 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     # ---- pass 1: where does valid data end? -------------------------------------------------
     cl = CommitLog(store)
     cl.queue.files = files
+    # Dispatch during pass 1 as if no consume-queue unit and no index file reached past the end of
+    # valid data (the usual crash: queues and index behind the commitlog). After pass 1 that guess is
+    # checked against the real end; when it holds, pass 2 is not needed (one walk instead of two),
+    # otherwise everything speculated is dropped and pass 2 runs as usual.
+    spec = _Speculation.start(store, files, scan_start, opts, ctx.staging, cfg) if _SPECULATE else None
     segments = []               # [start, end) ranges of valid records, in order
     seg_start = scan_start
     pos = scan_start
@@ -228,8 +233,12 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
 
         walk = Walk()
         seg_last = None
+        if spec is not None and pos != scan_start:
+            spec = spec.drop()          # a second segment (quarantine mode): pass 2 handles fillers
         for b in VD.batches(store, files, pos, walk=walk, check_prop_crc=opts.check_prop_crc, progress=progress):
             seg_last = int(b.offset[-1])
+            if spec is not None:
+                spec.feed(b)
         if seg_last is not None:
             r = cl.read_record(seg_last, check_crc=False)
             last = (r.offset, r.store_timestamp, r.store_host_raw, r.store_port)
@@ -320,18 +329,20 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     # ---- pass 2: dispatch ------------------------------------------------------------------
     if dispatch_start < segments[0][0]:
         segments[0] = (dispatch_start, segments[0][1])
-    rebuilder = None
-    if idx is not None:
-        (ctx.staging / "index").mkdir(parents=True, exist_ok=True)
-        rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num, idx["names"],
-                                   prev=idx["prev"], prev_name=idx["prev_name"], skip_keys_at=idx["skip"])
-    try:
-        _dispatch(store, files, segments, scan_start, states, rebuilder, ctx.fillers, idx, ctx.staging)
-    except BaseException:
-        if rebuilder:
+    passes = 1
+    if spec is not None and not ctx.fillers and spec.holds(states, lower, idx, dispatch_start):
+        states, rebuilder = spec.states, spec.rebuilder
+        try:
+            built = rebuilder.finish() if rebuilder else []
+        except BaseException:
             rebuilder.abort()
-        raise
-    built = rebuilder.finish() if rebuilder else []
+            raise
+    else:
+        if spec is not None:
+            spec.drop()
+        states, built = _pass2(store, files, segments, scan_start, states, idx, ctx, cfg)
+        passes = 2
+    spec = None
 
     # ---- consume-queue actions ------------------------------------------------------------
     n_units = 0
@@ -385,9 +396,118 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
         plan.add(Action("remove_abort", "abort", "commitlog, consume queues, index and checkpoint are consistent: "
                         "the broker will run a normal recovery", group="abort", payload=store.abort_path))
     plan.summary = {"valid_end": cut, "queues_changed": sum(1 for a in plan.actions if a.group == "consumequeue"),
-                    "units_added": n_units, "index_items": rebuilder.items if rebuilder else 0,
-                    "fillers": len(ctx.fillers)}
+                    "units_added": n_units, "index_items": sum(b.index_count - 1 for b in built),
+                    "fillers": len(ctx.fillers), "commitlog_passes": passes}
     return ctx
+
+
+_SPECULATE = True        # tests turn it off to compare both ways
+
+
+def _pass2(store, files, segments, scan_start, states, idx, ctx, cfg):
+    rebuilder = None
+    if idx is not None:
+        (ctx.staging / "index").mkdir(parents=True, exist_ok=True)
+        rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num, idx["names"],
+                                   prev=idx["prev"], prev_name=idx["prev_name"], skip_keys_at=idx["skip"])
+    try:
+        _dispatch(store, files, segments, scan_start, states, rebuilder, ctx.fillers, idx, ctx.staging)
+        built = rebuilder.finish() if rebuilder else []
+    except BaseException:
+        if rebuilder:
+            rebuilder.abort()
+        raise
+    return states, built
+
+
+_STATE_FIELDS = ("keep_end", "kept_any", "max_phys", "dropped_units", "dropped_valid_below")
+
+
+class _Speculation:
+    """Pass 2's dispatch done during pass 1, assuming the end of valid data lies beyond every consume-queue
+    unit and index file (cut = infinity for truncate_state and _index_plan). holds() compares that
+    assumption with what the real end gives; only an exact match lets the speculative builders stand."""
+
+    def __init__(self, store, staging, cfg):
+        self.store, self.cfg = store, cfg
+        self.dir = Path(staging) / "spec"
+        self.states: dict = {}
+        self.snap: dict = {}
+        self.idx = None
+        self.rebuilder = None
+        self.topics = None
+        self.lower = None
+        self.start_at = None
+
+    @classmethod
+    def start(cls, store, files, scan_start, opts, staging, cfg):
+        from rmqctl.repair import vecdispatch as VD
+
+        sp = cls(store, staging, cfg)
+        lower = scan_start
+        for topic, qid in store.queues():
+            st = RC.truncate_state(store, topic, qid, None)
+            st.stage_dir = sp.dir / "cq" / topic / str(qid)
+            sp.states[(topic, qid)] = st
+            sp.snap[(topic, qid)] = tuple(getattr(st, k) for k in _STATE_FIELDS)
+            if st.dropped_valid_below is not None and not opts.from_start:
+                lower = min(lower, max(st.max_phys, files[0].start) if st.max_phys >= 0 else files[0].start)
+        sp.lower = lower
+        sp.idx = _index_plan(store, 2**62) if cfg.message_index_enable else None
+        start = min(lower, sp.idx["from"]) if sp.idx is not None else lower
+        sp.start_at = max(start, files[0].start)
+        if sp.idx is not None:
+            (sp.dir / "index").mkdir(parents=True, exist_ok=True)
+            i = sp.idx
+            sp.rebuilder = IndexRebuilder(sp.dir / "index", cfg.hash_slot_num, cfg.index_num, i["names"],
+                                          prev=i["prev"], prev_name=i["prev_name"], skip_keys_at=i["skip"])
+        sp.topics = VD.Topics()
+        try:
+            if sp.start_at < scan_start:
+                # records before the broker's start file: trusted like pass 2 trusts them (no CRC)
+                walk = Walk()
+                for b in VD.batches(store, files, sp.start_at, scan_start, check_crc=False, walk=walk):
+                    sp.feed(b)
+                stop = walk.ends[-1].stop if walk.ends else None
+                if stop is not None and stop.kind not in (END, BLANK_RECORD):
+                    raise ProblemsFound(f"corrupt record before the broker's recovery start file ({stop.kind}: "
+                                        f"{stop.detail}); run `rmqctl recover --from-start`", offset=stop.offset)
+                if stop is None or stop.kind != BLANK_RECORD or walk.ends[-1].file.start + cfg.commitlog_file_size \
+                        != scan_start:
+                    return sp.drop()    # the walk would not have reached the start file: let pass 2 decide
+        except BaseException:
+            sp.drop()
+            raise
+        return sp
+
+    def feed(self, b) -> None:
+        dispatch_batch(self.store, b, self.topics, self.states, self.rebuilder,
+                       self.idx["from"] if self.idx is not None else None, self.cfg.delay_levels, self.dir)
+
+    def holds(self, states, lower, idx, dispatch_start) -> bool:
+        if lower != self.lower or dispatch_start != self.start_at:
+            return False
+        if set(states) != set(self.snap):
+            return False
+        for k, st in states.items():
+            if tuple(getattr(st, f) for f in _STATE_FIELDS) != self.snap[k]:
+                return False
+        if (idx is None) != (self.idx is None):
+            return False
+        if idx is not None:
+            a, b = idx, self.idx
+            if [p for p, _ in a["kept"]] != [p for p, _ in b["kept"]] or a["prev"] != b["prev"] or \
+                    a["skip"] != b["skip"] or a["from"] != b["from"] or a["names"] != b["names"] or \
+                    a["drop"] != b["drop"] or a["prev_name"] != b["prev_name"]:
+                return False
+        return True
+
+    def drop(self):
+        if self.rebuilder is not None:
+            self.rebuilder.abort()
+            self.rebuilder = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return None
 
 
 def _cq_why(st) -> str:
