@@ -132,7 +132,8 @@ def main():
                 sys.exit(f"bench-recover failed: {err[-2000:]}")
             b = json.loads(out)
             rows.append((f"{label} (5.3.3, CRC on)", b["bytes"], b["messages"], b["seconds"], meta["maxrss_kib"],
-                         f"timer around load() only; JVM wall {meta['wall']:.1f} s; MB/s counts the whole log"))
+                         f"timer around load() only; JVM wall {meta['wall']:.1f} s, CPU {meta['cpu']:.1f} s "
+                         f"(start-up included)"))
     print(f"store {store}: {total / 1e9:.2f} GB of commitlog files, {messages} messages; "
           f"load average {load0[0]:.2f} before, {os.getloadavg()[0]:.2f} after; {os.cpu_count()} CPUs")
     print(f"{'what':58} {'MB/s':>8} {'msg/s':>11} {'seconds':>8} {'peak RSS MiB':>13}  note")
