@@ -425,3 +425,28 @@ def test_hash_ranges_both_layouts_equal_java_hash(lengths):
         assert a == raw.isascii()
         if a:
             assert hv == java_string_hash(raw.decode()) & 0xFFFFFFFF
+
+
+def test_same_file_skips_common_holes_only(tmp_path):
+    """recover._same_file: equal where both are holes, differences in data anywhere are found, a hole
+    equals written zeros."""
+    from rmqctl.repair.recover import _same_file
+
+    size = 24 << 20
+
+    def mk(name, writes):
+        p = tmp_path / name
+        with open(p, "wb") as f:
+            f.truncate(size)
+            for off, data in writes:
+                f.seek(off)
+                f.write(data)
+        return p
+
+    a = mk("a", [(0, b"x" * 100), (13 << 20, b"y")])
+    assert _same_file(a, mk("b", [(0, b"x" * 100), (13 << 20, b"y")]))
+    assert not _same_file(a, mk("c", [(0, b"x" * 100), (13 << 20, b"z")]))
+    assert _same_file(a, mk("d", [(0, b"x" * 100), (13 << 20, b"y"), (20 << 20, bytes(1 << 20))]))
+    assert not _same_file(a, mk("e", [(0, b"x" * 100), (13 << 20, b"y"), (size - 1, b"\1")]))
+    e = mk("f", [(0, b"x" * 100)])
+    assert not _same_file(a, e) and not _same_file(e, a)
