@@ -73,3 +73,21 @@ def test_agrees_under_damage(tmp_path, flips, cut, window, phys):
     ref, rstop, got, gstop = both(p, window=window, check_phys=phys)
     assert got == ref
     assert (gstop.kind, gstop.offset) == (rstop.kind, rstop.offset)
+
+
+def test_isal_crc_is_the_broker_crc():
+    """The fast CRC the kernel picks (ISA-L when installed) equals zlib's and an independent crcmod CRC-32."""
+    import random
+    import zlib
+
+    import crcmod
+    from isal.isal_zlib import crc32 as isal_crc32
+
+    from rmqctl import scanvec
+
+    ref = crcmod.predefined.mkCrcFun("crc-32")
+    rnd = random.Random(7)
+    for n in (0, 1, 5, 63, 1024, 4097, 1 << 16):
+        data = rnd.randbytes(n)
+        assert isal_crc32(data) == zlib.crc32(data) == ref(data)
+        assert scanvec._crc32(memoryview(data)) == zlib.crc32(data)
