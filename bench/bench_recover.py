@@ -107,6 +107,8 @@ def main():
         (store / "abort").touch()
         subprocess.run([*rmq, "recover", store], capture_output=True)
 
+    qdir = store / "rmqctl-quarantine"
+    before_ops = set(qdir.iterdir()) if qdir.is_dir() else set()
     ck = (store / "checkpoint").read_bytes()[:16]
     if ck == bytes(16):
         settle()
@@ -116,8 +118,12 @@ def main():
     broker("broker abnormal recovery")
     rmqctl("rmqctl recover (abort, ckpt 0)", "recover", abort=True, zero_ckpt=True)
     broker("broker abnormal, ckpt 0", zero_ckpt=True)
-    # leave the store clean (and its checkpoint real) for the next run
+    # leave the store clean (and its checkpoint real) for the next run; the bench store is disposable:
+    # drop the quarantine folders this run made (replaced index files would pile up in /tmp)
     settle()
+    import shutil
+    for d in (set(qdir.iterdir()) if qdir.is_dir() else set()) - before_ops:
+        shutil.rmtree(d, ignore_errors=True)
 
     print(f"store: {store}  commitlog files {log_bytes / 1e9:.2f} GB, records {data[0] / 1e9:.2f} GB "
           f"(MB/s below: record bytes / s)")
