@@ -142,7 +142,11 @@ def _last_data_file(files) -> int:
     return 0
 
 
-def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, progress=None) -> Report:
+def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, progress=None,
+                 scan_map=None) -> Report:
+    """Check a whole store. `scan_map(args) -> [FileResult]` runs the per-file commitlog scans
+    (args: [(ScanContext, path, start, size)], results in the same order); the default runs them here
+    (jobs > 1: ranges in worker processes). The Spark engine passes one that runs them as Spark tasks."""
     t0 = time.time()
     root = store.root
     cfg = store.config
@@ -173,7 +177,9 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
         for i, f in enumerate(files):
             ctx = clc.ScanContext(**{**base.__dict__, "is_last": i >= last_data})
             args.append((ctx, str(f.path), f.start, f.size))
-        if jobs > 1:
+        if scan_map is not None:
+            results = list(scan_map(args))
+        elif jobs > 1:
             results = _scan_parallel(args, jobs, progress)
         else:
             for a in args:

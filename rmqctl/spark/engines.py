@@ -32,39 +32,16 @@ def _swapped(module, name, value):
 
 
 def verify_store(spark, store, **kw):
-    """rmqctl.check.run.verify_store with each commitlog file scanned by a Spark task."""
-    from rmqctl.check import commitlog as clc
+    """rmqctl.check.run.verify_store with each commitlog file scanned by a Spark task (the verify
+    engine's own scan_file, shipped with its ScanContext)."""
     from rmqctl.check import run
-    from rmqctl.check.findings import Report
 
-    # Learn the scan context verify_store builds (stop it at its first scan call), then build the
-    # per-file arguments with its own helpers, exactly as it does.
-    first = []
+    def scan_map(args):
+        if not args:
+            return []
+        return spark.sparkContext.parallelize(args, len(args)).map(run._scan_job).collect()
 
-    def capture(args):
-        first.append(args)
-        raise _Captured()
-
-    with _swapped(run, "_scan_job", capture):
-        try:
-            run.verify_store(store, jobs=1, **kw)
-        except _Captured:
-            pass
-    if not first:                      # no commitlog file to scan, or the area is off
-        return run.verify_store(store, jobs=1, **kw)
-    files = run._check_commitlog_files(store, Report(str(store.root)), [])
-    last_data = run._last_data_file(files)
-    base = dict(first[0][0].__dict__)
-    calls = [(clc.ScanContext(**{**base, "is_last": i >= last_data}), str(f.path), f.start, f.size)
-             for i, f in enumerate(files)]
-    results = spark.sparkContext.parallelize(calls, len(calls)).map(run._scan_job).collect()
-    by_path = {a[1]: r for a, r in zip(calls, results)}
-    with _swapped(run, "_scan_job", lambda a: by_path[a[1]]):
-        return run.verify_store(store, jobs=1, **kw)
-
-
-class _Captured(Exception):
-    pass
+    return run.verify_store(store, jobs=1, scan_map=scan_map, **kw)
 
 
 class _Rec:
