@@ -164,7 +164,8 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, apply)
 
     Does what the broker does after an unclean shutdown -- find the last valid record, truncate the
     commitlog's dirty tail, drop consume-queue units and index items beyond it, dispatch every valid
-    record missing from its consume queue and the index, set the checkpoint, remove `abort` -- but
+    record missing from its consume queue and the index, set the checkpoint, clamp the timer
+    checkpoint (config/timercheck) to what is left, remove `abort` -- but
     offline, explained, and with every removed or overwritten byte saved first in
     STORE_DIR/rmqctl-quarantine/ (`rmqctl undo STORE_DIR` restores it bit-exact). Refuses to run
     while a broker holds the store lock. A run killed at any point can simply be run again.
@@ -195,11 +196,15 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, apply)
 @click.option("--json", "as_json", is_flag=True, help="The plan and the outcome as one JSON object.")
 @click.option("--config", "conf", type=click.Path(dir_okay=False),
               help="broker.conf (or a fixture manifest.json) giving the store's file sizes and delay levels.")
+@click.option("--include-deleted-topics", is_flag=True,
+              help="Also dispatch topics absent from config/topics.json (deleted topics whose messages are still in "
+                   "the commitlog); by default they are skipped and listed in the plan. System topics are always "
+                   "kept; without a readable topics.json every topic is kept.")
 @click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
               help="spark: decode the commitlog with Spark tasks (byte-identical files).")
 @click.option("--master", envvar="SPARK_MASTER", default=None,
               help="With --engine spark: master URL [default: embedded local[*]; env SPARK_MASTER].")
-def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, engine, master):
+def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, include_deleted_topics, engine, master):
     """Regenerate consume queues or index files from the commitlog, byte-identical to the broker's.
 
     Files are built beside the store (in the quarantine's staging folder, never inside commitlog/ or
@@ -208,11 +213,17 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, engine, maste
     Index files keep their existing names; extra ones are named from the store time of the first
     message that made the broker open them.
 
+    Topics absent from the config/topics.json the broker would load (a deleted topic's messages stay
+    in the commitlog) are not dispatched, so deleted queues do not come back; the plan lists them
+    with their message counts (--include-deleted-topics keeps them). `recover` re-dispatches every
+    topic, like the broker's own recovery.
+
     \b
     Example:
       rmqctl rebuild cq /data/rocketmq/store
       rmqctl rebuild cq /data/rocketmq/store --topic TopicTest --queue 3
       rmqctl rebuild index --dry-run --json /data/rocketmq/store
+      rmqctl rebuild cq --include-deleted-topics /data/rocketmq/store
     """
     from rmqctl.repair import recover as R
 
@@ -224,8 +235,10 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, engine, maste
             from rmqctl.spark.engines import analyze_rebuild
             from rmqctl.spark.session import get_session
 
-            return analyze_rebuild(get_session(master), store, what, staging, topic=topic, queue=queue, progress=pg)
-        return R.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg)
+            return analyze_rebuild(get_session(master), store, what, staging, topic=topic, queue=queue, progress=pg,
+                                   include_deleted_topics=include_deleted_topics)
+        return R.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg,
+                                 include_deleted_topics=include_deleted_topics)
 
     return _run(store_dir, conf, dry_run, as_json, f"rebuild-{what}", build)
 

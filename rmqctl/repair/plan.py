@@ -6,8 +6,11 @@ Every action names the file, the byte range and why. JSON shape (stable, for scr
     {"store": ..., "abort": true, "broker": {...prediction...},
      "commitlog": {"scan_start": N, "valid_end": P, "last_valid": L, "stop": {...}},
      "actions": [{"step": 1, "kind": "zero_range"|"delete_file"|"write_file"|"create_file"|
-                  "write_record"|"remove_abort", "path": ..., "offset": .., "length": .., "why": ...}],
-     "problems": ["..."], "summary": {...}}
+                  "write_record"|"write_bytes"|"remove_abort", "path": ..., "offset": .., "length": .., "why": ...}],
+     "problems": ["..."], "notes": ["..."], "summary": {...},
+     "topics": {"checked_against": "config/topics.json"|null, "why": ..., "skipped": {topic: count}},  # rebuild
+     "timer": {"timercheck": {...fields...}, "timer_queue_max_offset": N, "timerlog_end": N,
+               "clamped": {field: [old, new]}}}                                           # recover, 5.x
 """
 from __future__ import annotations
 
@@ -17,12 +20,13 @@ from dataclasses import asdict, dataclass, field
 
 @dataclass
 class Action:
-    kind: str                 # zero_range | delete_file | write_file | create_file | write_record | remove_abort
+    kind: str                 # zero_range | delete_file | write_file | create_file | write_record | write_bytes |
+                              # remove_abort
     path: str
     why: str
     offset: int | None = None
     length: int | None = None
-    group: str = "commitlog"  # commitlog | consumequeue | index | checkpoint | abort
+    group: str = "commitlog"  # commitlog | consumequeue | index | checkpoint | timer | abort
     # not serialised: how to carry it out
     payload: object = field(default=None, repr=False, compare=False)
 
@@ -46,6 +50,8 @@ class Plan:
     problems: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)
+    topics: dict = field(default_factory=dict)     # rebuild: topics.json filter (F21)
+    timer: dict = field(default_factory=dict)      # recover: config/timercheck (F23)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -56,9 +62,14 @@ class Plan:
         return a
 
     def to_json(self) -> dict:
-        return {"store": self.store, "abort": self.abort, "broker": self.broker, "commitlog": self.commitlog,
-                "actions": [a.to_json(i + 1) for i, a in enumerate(self.actions)],
-                "problems": self.problems, "notes": self.notes, "summary": self.summary}
+        d = {"store": self.store, "abort": self.abort, "broker": self.broker, "commitlog": self.commitlog,
+             "actions": [a.to_json(i + 1) for i, a in enumerate(self.actions)],
+             "problems": self.problems, "notes": self.notes, "summary": self.summary}
+        if self.topics:
+            d["topics"] = self.topics
+        if self.timer:
+            d["timer"] = self.timer
+        return d
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=False)
@@ -78,6 +89,15 @@ class Plan:
         if c:
             out.append("commitlog:")
             for k, v in c.items():
+                out.append(f"  {k}: {_fmt(v)}")
+        if self.topics:
+            t = self.topics
+            out.append(f"topics: {t.get('why')}")
+            for name, n in (t.get("skipped") or {}).items():
+                out.append(f"  skipped (absent from {t.get('checked_against')}): {name}: {n}")
+        if self.timer:
+            out.append("timer:")
+            for k, v in self.timer.items():
                 out.append(f"  {k}: {_fmt(v)}")
         if self.actions:
             out.append(f"rmqctl will ({len(self.actions)} steps; every byte removed or overwritten is saved "

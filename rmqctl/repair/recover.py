@@ -17,7 +17,12 @@ unclean to the broker):
    from the last kept file's end with IndexService's rules (rebuild_index) -- the broker instead
    deletes every file newer than indexMsgTimestamp and re-indexes only from its recovery start file,
    losing keys (R13).
-4. checkpoint (checkpoint_write), 5. remove `abort`: the broker then runs a normal recovery.
+4. checkpoint (checkpoint_write); 4b. config/timercheck (5.x) clamped to the timer queue and timerlog
+   that are left (_timer_plan, F23); 5. remove `abort`: the broker then runs a normal recovery.
+
+Reported, not acted on: records carrying DUP_INFO (duplication/controller mode, F22: a missing one
+never ends valid data here), and topics absent from config/topics.json that get units re-dispatched
+(F21: like the broker; `rebuild` is the command that leaves them out).
 
 A corrupt record in the middle (--on-corruption):
 * ``stop`` (default): like the broker, the valid data ends there; everything after it is moved to the
@@ -223,6 +228,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     # checked against the real end; when it holds, pass 2 is not needed (one walk instead of two),
     # otherwise everything speculated is dropped and pass 2 runs as usual.
     spec = _Speculation.start(store, files, scan_start, opts, ctx.staging, cfg) if _SPECULATE else None
+    dup = _DupInfo()
     segments = []               # [start, end) ranges of valid records, in order
     seg_start = scan_start
     pos = scan_start
@@ -237,6 +243,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
             spec = spec.drop()          # a second segment (quarantine mode): pass 2 handles fillers
         for b in VD.batches(store, files, pos, walk=walk, check_prop_crc=opts.check_prop_crc, progress=progress):
             seg_last = int(b.offset[-1])
+            dup.feed(b)
             if spec is not None:
                 spec.feed(b)
         if seg_last is not None:
@@ -378,6 +385,9 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
                                 "not produced by the regeneration", group="index", payload=p))
         ctx.index_files_final = final
 
+    dup.report(plan)
+    _deleted_topics_note(store, states, plan)
+
     # ---- checkpoint ----------------------------------------------------------------------
     old = store.checkpoint_path.read_bytes() if store.checkpoint_path.exists() else None
     full = [h for _, h in ctx.index_files_final if h[5] >= cfg.index_num]
@@ -391,6 +401,9 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
                         f"timestamps/confirm offset for the repaired store: {CK.fields(new)}", group="checkpoint",
                         payload=(store.checkpoint_path, staged)))
 
+    # ---- timer checkpoint (after the checkpoint: a timer-only change must not rewrite it) ------
+    _timer_plan(store, states, ctx)
+
     # ---- abort: last ---------------------------------------------------------------------
     if plan.abort:
         plan.add(Action("remove_abort", "abort", "commitlog, consume queues, index and checkpoint are consistent: "
@@ -402,6 +415,163 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
 
 
 _SPECULATE = True        # tests turn it off to compare both ways
+
+
+class _DupInfo:
+    """F22: records carrying DUP_INFO (duplication / controller mode, R27). With duplicationEnable the
+    broker's checkMessageAndReturnSize fails a record WITHOUT a well-formed DUP_INFO, so its recovery
+    stops at the first such record -- at file 0 that truncates the whole log. rmqctl never ends valid
+    data for a missing DUP_INFO; it only reports what it saw. Cheap: one bytes.find per batch, the
+    property parse only for batches that contain the name at all."""
+
+    NAME = b"DUP_INFO"
+
+    def __init__(self):
+        self.has = self.missing = self.bad = 0
+        self.first_missing = self.first_has = None
+
+    def feed(self, b) -> None:
+        import numpy as np
+
+        n = len(b)
+        raw = b.raw if hasattr(b.raw, "find") else bytes(b.raw)
+        if raw.find(self.NAME + b"\x01") < 0:
+            self.missing += n
+            if self.first_missing is None and n:
+                self.first_missing = int(b.offset[0])
+            return
+        from rmqctl.repair import vecdispatch as VD
+
+        props = VD.Props(b)
+        has, vs, vl = props.value(self.NAME)
+        k = int(has.sum())
+        self.has += k
+        self.missing += n - k
+        if k and self.first_has is None:
+            self.first_has = int(b.offset[int(np.flatnonzero(has)[0])])
+        if k < n and self.first_missing is None:
+            self.first_missing = int(b.offset[int(np.flatnonzero(~has)[0])])
+        for s0, ln in zip(vs[has].tolist(), vl[has].tolist()):
+            if props.buf[s0:s0 + ln].tobytes().count(b"_") != 1:
+                self.bad += 1
+
+    def report(self, plan) -> None:
+        if not self.has:
+            return
+        plan.commitlog["dup_info"] = {"records_with": self.has, "records_without": self.missing,
+                                      "malformed": self.bad, "first_without": self.first_missing}
+        msg = (f"{self.has} record(s) carry DUP_INFO (from {self.first_has}): a duplication/controller-mode "
+               "store (R27). Recovery here follows the non-controller rules (confirmOffset = start of the last "
+               "valid record); no record is dropped for a missing or malformed DUP_INFO")
+        if self.missing or self.bad:
+            msg += (f" -- {self.missing} record(s) lack it (first at {self.first_missing}), {self.bad} malformed: a "
+                    "broker with duplicationEnable=true would end its recovery at the first of them and truncate "
+                    "the log there; run it with duplicationEnable=false after this repair")
+        plan.notes.append(msg)
+
+
+def _deleted_topics_note(store, states, plan) -> None:
+    """F21 in recover: re-dispatch everything like the broker (R26), but say so."""
+    from rmqctl.repair.topic_filter import load_filter
+
+    added = {}
+    for (t, q), st in states.items():
+        if st.added:
+            added[t] = added.get(t, 0) + st.added
+    if not added:
+        return
+    flt, _ = load_filter(store)
+    if flt is None:
+        return
+    gone = {t: n for t, n in sorted(added.items()) if flt.skips(t)}
+    if gone:
+        plan.notes.append(
+            f"{len(gone)} topic(s) absent from {flt.source} get consume-queue units re-dispatched, as the broker's "
+            "own recovery would (deleted topics come back, R26): "
+            + ", ".join(f"{t} ({n} units)" for t, n in gone.items())
+            + "; `rmqctl rebuild cq` leaves them out (unless --include-deleted-topics)")
+
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+
+
+def _timer_plan(store, states, ctx) -> None:
+    """F23 (R29): config/timercheck must not point past what the repair leaves. lastTimerQueueOffset
+    above the max offset of the rmq_sys_wheel_timer queue 0 is set to that max (TimerMessageStore.recover
+    would clamp its in-memory copy the same way, with a warning, and write it back later); a
+    lastTimerLogFlushPos beyond the end of the timerlog's data is set to that end. Two in-place 8-byte
+    writes, journaled like every other change."""
+    import struct as _s
+
+    from rmqctl.formats import timer as TF
+    from rmqctl.formats._derive import field_names, struct_format
+
+    plan = ctx.plan
+    path = store.root / "config" / "timercheck"
+    if (store.root / "config").is_symlink() or path.is_symlink():
+        if path.exists():
+            plan.notes.append("config/timercheck is (under) a symlink: not checked, not changed")
+        return
+    if not path.is_file():
+        return
+    codec = _s.Struct(struct_format(TF.TimerCheckpoint))
+    with open_ro(path) as fd:
+        raw = os.pread(fd, codec.size, 0)
+    if len(raw) < codec.size:
+        plan.notes.append(f"config/timercheck is {len(raw)} bytes, shorter than its {codec.size} bytes of fields: "
+                          "not changed (the broker maps a fresh one)")
+        return
+    names = field_names(TF.TimerCheckpoint)
+    vals = dict(zip(names, codec.unpack(raw)))
+    off = dict(zip(names, range(0, codec.size, 8)))        # seven big-endian i64 fields
+    st = states.get((TIMER_TOPIC, 0))
+    qmax = st.end // RC.UNIT_SIZE if st is not None else 0
+    tl_end = _timerlog_end(store)
+    info = {"timercheck": {k: vals[k] for k in ("last_read_time_ms", "last_timer_log_flush_pos",
+                                                "last_timer_queue_offset", "master_timer_queue_offset")},
+            "timer_queue_max_offset": qmax, "timerlog_end": tl_end, "clamped": {}}
+    new = dict(vals)
+    if vals["last_timer_queue_offset"] > qmax:
+        new["last_timer_queue_offset"] = qmax
+    if vals["last_timer_log_flush_pos"] > tl_end:
+        new["last_timer_log_flush_pos"] = tl_end
+    if vals["master_timer_queue_offset"] > qmax:
+        plan.notes.append(f"config/timercheck masterTimerQueueOffset {vals['master_timer_queue_offset']} is beyond the "
+                          f"timer queue's max offset {qmax}; left as is (the broker takes min(current, master))")
+    changed = [k for k in vals if new[k] != vals[k]]
+    for k in changed:
+        info["clamped"][k] = [vals[k], new[k]]
+    plan.timer = info
+    if not changed:
+        return
+    data = codec.pack(*(new[k] for k in names))
+    lo = min(off[k] for k in changed)
+    hi = max(off[k] + 8 for k in changed)
+    what = "; ".join(
+        {"last_timer_queue_offset": f"lastTimerQueueOffset {vals[k]} -> {new[k]} (max offset of {TIMER_TOPIC}/0 "
+                                    "after the repair)",
+         "last_timer_log_flush_pos": f"lastTimerLogFlushPos {vals[k]} -> {new[k]} (end of the timerlog data)"}[k]
+        for k in changed)
+    plan.add(Action("write_bytes", "config/timercheck", what + " (TimerCheckpoint, R29)", offset=lo,
+                    length=hi - lo, group="timer", payload=(path, lo, data[lo:hi])))
+
+
+def _timerlog_end(store) -> int:
+    """End of the timerlog's data: last non-empty file's start + its last non-zero byte, rounded up to a
+    whole 52-byte unit (units are laid from the file start; a trailing blank makes it the file end)."""
+    from rmqctl.formats import timer as TF
+    from rmqctl.store.files import FileQueue
+
+    d = store.root / "timerlog"
+    if not d.is_dir() or d.is_symlink():
+        return 0
+    for f in reversed(FileQueue.scan(d).files):
+        with open_ro(f.path) as fd:
+            lnz = _last_nonzero(fd, 0, f.size)
+        if lnz:
+            u = TF.TIMERLOG_UNIT_SIZE
+            return f.start + min(f.size, -(-lnz // u) * u)
+    return 0
 
 
 def _pass2(store, files, segments, scan_start, states, idx, ctx, cfg):
@@ -718,10 +888,11 @@ def _new_state(store, staging, topic, qid):
 
 
 def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, staging, *, fillers=(),
-                   topic=None, queue=None, create=True) -> None:
+                   topic=None, queue=None, create=True, skip=None) -> None:
     """CommitLogDispatcherBuildConsumeQueue and BuildIndex for one scanvec batch. `states` None: no
     consume queues; `rebuilder` None: no index; idx_from: first commitlog offset the index takes.
-    topic/queue restrict the consume queues built (rebuild cq --topic/--queue)."""
+    topic/queue restrict the consume queues built (rebuild cq --topic/--queue); skip: a
+    topic_filter.TopicFilter whose skipped topics are neither queued nor indexed (rebuild, F21)."""
     import numpy as np
 
     from rmqctl.repair import vecdispatch as VD
@@ -735,6 +906,8 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
             rows = rows[ok[tids[rows]]]
         if queue is not None:
             rows = rows[bt.queue_id[rows] == queue]
+        if skip is not None:
+            rows = skip.drop(rows, tids, topics)
         if len(rows):
             keys = (tids[rows] << 32) | (bt.queue_id[rows] & 0xFFFFFFFF)
             offs, sizes, qoffs = bt.offset, bt.total_size, bt.queue_offset
@@ -768,6 +941,9 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
         i0 = int(np.searchsorted(offs, idx_from, "left")) if idx_from is not None else 0
         if i0 < len(offs):
             rows = np.arange(i0, len(offs), dtype=np.int64)
+            if skip is not None:
+                rows = skip.drop(rows, tids, topics)
+        if i0 < len(offs) and len(rows):
             if props is None:
                 props = VD.Props(bt)
             item_row, item_hash = VD.index_items(bt, props, tids, topics, rows)
@@ -801,7 +977,7 @@ def apply(store, ctx: Ctx, journal, *, progress=None) -> int:
         elif a.kind == "zero_range":
             path, off, length = a.payload
             JO.write_range(journal, path, off, zeros=length)
-        elif a.kind == "write_record":
+        elif a.kind in ("write_record", "write_bytes"):
             path, off, data = a.payload
             JO.write_range(journal, path, off, data)
         elif a.kind in ("write_file", "create_file"):
@@ -831,7 +1007,7 @@ def make_staging(parent: Path | None) -> Path:
 def check_space(store, ctx: Ctx) -> None:
     """Refuse before changing anything when the staged files cannot be installed: hard links and
     renames need no space, but journaled ranges are copied into the quarantine."""
-    need = sum(a.length or 0 for a in ctx.plan.actions if a.kind in ("zero_range", "write_record"))
+    need = sum(a.length or 0 for a in ctx.plan.actions if a.kind in ("zero_range", "write_record", "write_bytes"))
     st = os.statvfs(store.root)
     free = st.f_bavail * st.f_frsize
     if need > free:
@@ -843,10 +1019,13 @@ def check_space(store, ctx: Ctx) -> None:
 # rebuild cq | index
 
 def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None, queue: int | None = None,
-                    progress=None) -> Ctx:
+                    progress=None, include_deleted_topics: bool = False) -> Ctx:
     """Regenerate consume queues or index files from every valid commitlog record (from the first file
     to the first record the broker's recovery would stop at), build them in `staging`, and plan to
-    swap in the files whose bytes differ."""
+    swap in the files whose bytes differ. Records of topics absent from config/topics.json are left
+    out unless include_deleted_topics (rmqctl.repair.topic_filter)."""
+    from rmqctl.repair.topic_filter import load_filter
+
     plan = Plan(store=str(store.root), abort=store.abort_exists)
     ctx = Ctx(plan, Path(staging))
     _check_layout(store, plan)
@@ -854,12 +1033,20 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
     files = store.commitlog.files
     if plan.problems:
         return ctx
+    skip, why = (None, "--include-deleted-topics: every topic is kept") if include_deleted_topics \
+        else load_filter(store)
+    plan.topics = {"checked_against": skip.source if skip else None, "why": why, "skipped": {}}
     cl = CommitLog(store)
     walk = Walk()
     states: dict = {}
+    untouched = []              # existing queues of skipped topics: left as they are
     if what == "cq":
         for t, q in store.queues():
             if (topic is None or t == topic) and (queue is None or q == queue):
+                if skip is not None and skip.skips(t):
+                    untouched.append(f"{t}/{q}")
+                    skip.counts.setdefault(t, 0)
+                    continue
                 states[(t, q)] = _new_state(store, ctx.staging, t, q)
     rebuilder = None
     if what == "index":
@@ -876,7 +1063,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
             for bt in VD.batches(store, files, walk=walk, progress=progress):
                 last = int(bt.offset[-1])
                 dispatch_batch(store, bt, topics, states if what == "cq" else None, rebuilder, None, delay,
-                               ctx.staging, topic=topic, queue=queue)
+                               ctx.staging, topic=topic, queue=queue, skip=skip)
         for r in (cl.records(walk=walk) if CommitLog is not _REAL_COMMITLOG else ()):
             last = r.offset
             if progress:
@@ -886,12 +1073,17 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
                     continue
                 if (topic is not None and r.topic != topic) or (queue is not None and r.queue_id != queue):
                     continue
+                if skip is not None and skip.skips(r.topic):
+                    skip.count(r.topic)
+                    continue
                 key = (r.topic, r.queue_id)
                 st = states.get(key)
                 if st is None:
                     st = states[key] = _new_state(store, ctx.staging, r.topic, r.queue_id)
                 st.put(r.offset, r.total_size, RC.tags_code(r.topic, r.properties, r.store_timestamp, delay),
                        r.queue_offset)
+            elif skip is not None and skip.skips(r.topic):
+                skip.count(r.topic)
             else:
                 rebuilder.dispatch(r.offset, r.store_timestamp, r.sys_flag, r.topic, r.properties)
     except BaseException:
@@ -906,6 +1098,18 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
     if stop is not None and stop.kind not in (END, BLANK_RECORD, ZEROS):
         plan.notes.append(f"the commitlog has a corrupt record at {end} ({stop.kind}); the rebuild covers the "
                           "records before it, like the broker's recovery would (run `rmqctl recover`)")
+    if skip is not None:
+        plan.topics["skipped"] = dict(sorted(skip.counts.items()))
+        if skip.counts:
+            unit = "consume-queue units" if what == "cq" else "records"
+            plan.notes.append(
+                f"{len(skip.counts)} topic(s) absent from {skip.source} skipped (deleted topics, R26; "
+                "--include-deleted-topics keeps them): "
+                + ", ".join(f"{t} ({n} {unit})" for t, n in sorted(skip.counts.items())))
+        if untouched:
+            plan.notes.append("existing consume queues of skipped topics left as they are: " + ", ".join(untouched))
+    else:
+        plan.notes.append(why)
     if what == "cq":
         for (t, q), st in sorted(states.items()):
             for start, staged in st.finish_files():
