@@ -1,6 +1,5 @@
 """dump: every broker-written file reads without a traceback; bad input gives one line and exit 4."""
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -45,7 +44,7 @@ def test_broker_written_unit_test_commitlog(cli):
     msgs = [x for x in lines if x["kind"] == "message"]
     assert len(msgs) == 47 and all(m["body_crc_ok"] for m in msgs)
     assert msgs[0]["body"] == "Once, there was a chance for me!"
-    assert [m["physical_offset"] for m in msgs] == [m["physical_offset"] for m in msgs if True]
+    assert [m["physical_offset"] for m in msgs] == [172 * i for i in range(47)]
     assert lines[-1]["kind"] == "trailer" and lines[-1]["stop"] == "blank"
     # a full file ends with a BLANK record covering the rest of the file
     assert lines[-1]["valid_bytes"] + lines[-1]["blank_size"] == 8192
@@ -148,11 +147,6 @@ def test_broken_pipe_exits_0(tmp_path):
 def test_sigint_exits_130(tmp_path):
     # a slow consumer keeps dump busy; Ctrl-C must give 130 and one line
     p = _commitlog_copy(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c",
-                             "import time, rmqctl.cli as c; time.sleep(0.3); c.main(['dump', '--help'])"
-                             " if False else (time.sleep(30))"], stderr=subprocess.PIPE)
-    proc.terminate()
-    proc.wait()
     r = subprocess.Popen([sys.executable, "-c",
                           "import sys, time\nfrom rmqctl.cli import run\n"
                           "import rmqctl.dumping as d\norig = d.commitlog_file\n"

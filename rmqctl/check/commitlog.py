@@ -496,7 +496,7 @@ class _RangeScan:
     # --- one batch ------------------------------------------------------------------------------------
     def batch(self, bt, n: int) -> None:
         np = self.np
-        res, ctx = self.res, self.ctx
+        res = self.res
         raw = bt.raw
         b = np.frombuffer(raw, np.uint8)
         rel = bt.rel[:n]

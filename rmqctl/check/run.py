@@ -283,8 +283,6 @@ def verify_file(path: Path, store, *, index_sample: int = 64) -> Report:
     kind = kind_for_path(path.resolve())
     cfg = store.config if store is not None else None
     if kind == "commitlog":
-        from rmqctl.store.commitlog import CommitLog  # noqa: F401
-
         size = path.stat().st_size
         start = int(path.name)
         fs = cfg.commitlog_file_size if cfg else size

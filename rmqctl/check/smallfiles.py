@@ -43,11 +43,9 @@ def check_checkpoint(store, findings: list, cl_end: int | None, last_store_ts: i
     now = int(time.time() * 1000)
     fields = [("physicMsgTimestamp", 0, ck.physic_msg_timestamp), ("logicsMsgTimestamp", 8, ck.logics_msg_timestamp),
               ("indexMsgTimestamp", 16, ck.index_msg_timestamp)]
-    garbage = False
     for name, off, v in fields:
         why = _ts_problem(v, now)
         if why:
-            garbage = True
             findings.append(Finding(ERROR, "checkpoint.timestamp", p, off, "0 or a plausible ms timestamp", v,
                                     f"{name} is {why} (garbage checkpoint, F12/F13): recovery start is unpredictable"))
         elif v and last_store_ts and v > last_store_ts + FUTURE_SLACK_MS:

@@ -165,7 +165,6 @@ class _Emitter:
 def _line(d: dict) -> str:
     kind = d.get("kind", "")
     if kind == "config":
-        from rmqctl import fastjson  # noqa: F401  (content is already plain)
         import json
 
         head = f"# {d['file']}: used {d['used'] or 'nothing'}; broker would {d['verdict']}; main {d['main']}; .bak {d['bak']}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from rmqctl.errors import IOFailure, RmqError, UsageError
-from rmqctl.status import EXIT_CODES_DOC, Exit
+from rmqctl.status import Exit
 
 RECOVER_EXITS = """\b
 Exit status:
@@ -61,7 +61,6 @@ def _emit(ctx, as_json: bool, extra: dict) -> None:
 def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str, build) -> int:
     """Shared driver: lock, journal (resumed after a kill), build the plan in staging, apply, and on
     any failure roll back what was done so the store is left as it was."""
-    from rmqctl.repair import journal as J
     from rmqctl.repair import journal_ops as JO
     from rmqctl.repair import recover as R
     from rmqctl.store.layout import Store

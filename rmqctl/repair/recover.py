@@ -60,11 +60,9 @@ from rmqctl.repair import checkpoint_write as CK
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.plan import Action, Plan
 from rmqctl.repair.rebuild_index import IndexRebuilder
-from rmqctl.scan import BLANK_RECORD, END, ZEROS, FileWalk, find_next_record, last_nonzero
+from rmqctl.scan import BLANK_RECORD, END, ZEROS, FileWalk, find_next_record
 from rmqctl.store.commitlog import CommitLog, Walk, open_ro
-from rmqctl.store.files import offset_name
 
-_REAL_COMMITLOG = CommitLog   # the Spark engine swaps CommitLog for its record stream (per-record path)
 V1, V2 = -626843481, -626843477
 BLANK_MAGIC = -875286124
 QUARANTINE_TOPIC = "rmqctl_quarantine"
@@ -1019,11 +1017,14 @@ def check_space(store, ctx: Ctx) -> None:
 # rebuild cq | index
 
 def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None, queue: int | None = None,
-                    progress=None, include_deleted_topics: bool = False) -> Ctx:
+                    progress=None, include_deleted_topics: bool = False, records=None) -> Ctx:
     """Regenerate consume queues or index files from every valid commitlog record (from the first file
     to the first record the broker's recovery would stop at), build them in `staging`, and plan to
     swap in the files whose bytes differ. Records of topics absent from config/topics.json are left
-    out unless include_deleted_topics (rmqctl.repair.topic_filter)."""
+    out unless include_deleted_topics (rmqctl.repair.topic_filter).
+
+    records: None walks the commitlog here with the batch kernel; otherwise `records(walk)` yields the
+    same records one by one (the Spark engine streams them from its tasks) and fills walk.ends."""
     from rmqctl.repair.topic_filter import load_filter
 
     plan = Plan(store=str(store.root), abort=store.abort_exists)
@@ -1036,7 +1037,6 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
     skip, why = (None, "--include-deleted-topics: every topic is kept") if include_deleted_topics \
         else load_filter(store)
     plan.topics = {"checked_against": skip.source if skip else None, "why": why, "skipped": {}}
-    cl = CommitLog(store)
     walk = Walk()
     states: dict = {}
     untouched = []              # existing queues of skipped topics: left as they are
@@ -1056,7 +1056,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
     delay = cfg.delay_levels
     last = None
     try:
-        if CommitLog is _REAL_COMMITLOG:
+        if records is None:
             from rmqctl.repair import vecdispatch as VD
 
             topics = VD.Topics()
@@ -1064,7 +1064,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
                 last = int(bt.offset[-1])
                 dispatch_batch(store, bt, topics, states if what == "cq" else None, rebuilder, None, delay,
                                ctx.staging, topic=topic, queue=queue, skip=skip)
-        for r in (cl.records(walk=walk) if CommitLog is not _REAL_COMMITLOG else ()):
+        for r in (records(walk) if records is not None else ()):
             last = r.offset
             if progress:
                 progress.advance(r.total_size)

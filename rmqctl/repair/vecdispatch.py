@@ -305,7 +305,6 @@ def index_items(batch, props: Props, topic_ids: np.ndarray, topics: Topics, rows
     """(item_row, item_hash) for the records `rows` (positions into the batch, increasing): every
     key IndexService.buildIndex puts, in its order; item_row indexes `rows`."""
     rows = np.asarray(rows, np.int64)
-    nr = len(rows)
     not_rb = (batch.sys_flag[rows] & cl.TRANSACTION_MASK) != cl.TRANSACTION_ROLLBACK_TYPE
     uh, us, ul = props.value(b"UNIQ_KEY")
     kh, ks, kl = props.value(b"KEYS")

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from rmqctl import dispatch
 from rmqctl.formats.commitlog import TRANSACTION_TYPE_NAMES
-from rmqctl.formats.properties import INNER_NUM, KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY
+from rmqctl.formats.properties import KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY
 from rmqctl.render import offset_msg_id
 from rmqctl.spark.plan import Plan, Split, SplitStatus, StoreRef, plan_local, resolve, walk_split
 

@@ -8,28 +8,10 @@ rebuild: the records the default engine's CommitLog.records walk would give, dec
         the split scan (plan.py), streamed to the driver in commitlog order (toLocalIterator), and fed
         to rmqctl.repair.recover.analyze_rebuild's own QueueState / IndexRebuilder.
 
-The seams are module attributes of the local engines (run._scan_job, recover.CommitLog), swapped for
-the duration of one call under a lock. A `scan_map=` / `records=` parameter on verify_store /
-analyze_rebuild would make them explicit; until then this keeps the check code in one place.
+The seams are explicit parameters of the local engines: verify_store(scan_map=) and
+analyze_rebuild(records=).
 """
 from __future__ import annotations
-
-import threading
-from contextlib import contextmanager
-
-_SWAP = threading.Lock()
-
-
-@contextmanager
-def _swapped(module, name, value):
-    with _SWAP:
-        old = getattr(module, name)
-        setattr(module, name, value)
-        try:
-            yield
-        finally:
-            setattr(module, name, old)
-
 
 def verify_store(spark, store, **kw):
     """rmqctl.check.run.verify_store with each commitlog file scanned by a Spark task (the verify
@@ -60,18 +42,17 @@ def _rec_tuple(r):
             r.properties)
 
 
-class _SparkCommitLog:
-    """Stands in for rmqctl.store.commitlog.CommitLog inside analyze_rebuild: records() streams the
-    Spark scan in commitlog order and reports the stop like the sequential walk does."""
+class _SparkRecords:
+    """analyze_rebuild's `records`: streams the Spark scan in commitlog order and reports the stop
+    like the sequential walk does."""
 
     def __init__(self, ds, store, stream):
         self.ds, self.store, self.stream = ds, store, stream
 
-    def records(self, start=None, end=None, *, walk=None, **kw):
+    def __call__(self, walk=None):
         from rmqctl.scan import Stop
         from rmqctl.store.commitlog import FileEnd
 
-        assert start is None and end is None, "the spark engine streams whole stores"
         for t in self.stream:
             yield _Rec(t)
         info = self.ds.last_summary.get(self.ds.plan.stores[0].name) or {}
@@ -102,9 +83,7 @@ def analyze_rebuild(spark, store, what, staging, **kw):
     from rmqctl.spark.dataset import _status_param
 
     ds._acc = spark.sparkContext.accumulator({}, _status_param())
-    fake = _SparkCommitLog(ds, store, stream())
-    with _swapped(recover, "CommitLog", lambda s: fake):
-        ctx = recover.analyze_rebuild(store, what, staging, **kw)
+    ctx = recover.analyze_rebuild(store, what, staging, records=_SparkRecords(ds, store, stream()), **kw)
     from rmqctl.spark.plan import resolve
 
     exact, _, _ = resolve(ds.plan, ds._acc.value)
