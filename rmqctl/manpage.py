@@ -71,7 +71,9 @@ def _files_section() -> str:
 def pages() -> dict[str, str]:
     from rmqctl.cli import cli
 
-    root_ctx = click.Context(cli, info_name="rmqctl")
+    # the same settings a real invocation gets (children inherit them), so the pages do not depend on
+    # what ran before in this process (click caches a command's help option after first use)
+    root_ctx = click.Context(cli, info_name="rmqctl", **cli.context_settings)
     out = {"rmqctl.1": _page("rmqctl", cli, root_ctx, _files_section() + "\n.SH SEE ALSO\n" + ", ".join(
         f"rmqctl\\-{n}(1)" for n in sorted(cli.list_commands(root_ctx))))}
 

@@ -33,8 +33,11 @@ def test_corpus_is_there():
 def test_every_message_decodes_like_the_broker(cli, d):
     store, m = open_fixture(d)
     broker = {x["physical_offset"]: x for x in m["broker_view"]["messages"]}
-    code, out, err = cli("dump", d / "store" / "commitlog", "--json", "--body", "base64",
-                         "--broker-config", _conf(d, m))
+    cdir = d / "store" / "commitlog"
+    if not cdir.is_dir():  # git keeps no empty directories: the "empty" fixtures lose commitlog/ in a clone
+        assert broker == {}
+        return
+    code, out, err = cli("dump", cdir, "--json", "--body", "base64", "--broker-config", _conf(d, m))
     assert code == 0, err
     ours = [json.loads(x) for x in out.splitlines()]
     msgs = {x["physical_offset"]: x for x in ours if x["kind"] == "message"}

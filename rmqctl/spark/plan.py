@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import os
 import posixpath
-import struct
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlparse
 
-from rmqctl.scan import BLANK_RECORD, V1_BYTES, V2_BYTES, WINDOW, FileWalk
+from rmqctl.scan import BLANK_RECORD, FileWalk, find_next_record
 
 MB = 1024 * 1024
 MIN_SPLIT = 16 * MB
 DEFAULT_SPLIT = 256 * MB
 CROSSED = "crossed"   # SplitStatus.kind: the walk passed the range end and landed on a valid record
-_PHYS = struct.Struct(">q")
 
 
 @dataclass(frozen=True)
@@ -196,33 +194,7 @@ def _pread_source(fd):
 def resync(read, make_walk, file_start: int, start: int, end: int) -> int | None:
     """First position in [start, end) where a fully valid record starts (PHYSICALOFFSET equal to the
     position, then the kernel's complete check). None when no record starts in the range."""
-    search = start
-    while search < end:
-        n = min(WINDOW, end - search)
-        window = bytes(read(search, n + 4 + 32))
-        best = None
-        for m in (V1_BYTES, V2_BYTES):
-            i = window.find(m, 4)
-            while 4 <= i <= n + 3:
-                cand = search + i - 4
-                if cand >= end:
-                    break
-                j = i - 4 + 28
-                # Cheap pre-filter before the full walk: PHYSICALOFFSET must equal the position.
-                if j + 8 <= len(window) and _PHYS.unpack_from(window, j)[0] != file_start + cand:
-                    i = window.find(m, i + 1)
-                    continue
-                w = make_walk(cand)
-                for _ in w:
-                    break
-                if w.last_valid is not None:
-                    best = cand if best is None else min(best, cand)
-                    break
-                i = window.find(m, i + 1)
-        if best is not None:
-            return best
-        search += n
-    return None
+    return find_next_record(None, file_start, end, start - 1, end, read=read, make_walk=make_walk)
 
 
 def walk_split(split: Split, opts: dict, data=None):
