@@ -18,6 +18,7 @@ import faultlib as F
 from oracle_helpers import fixture_dirs, load_manifest
 from rmqctl import scan
 from rmqctl.check import commitlog as clc
+from rmqctl.check.consumequeue import QueueResult
 from rmqctl.check import consumequeue as cqc
 from rmqctl.check.commitlog import (ERROR, FileResult, Finding, QueueTrack, _classify_end, _CqReader,
                                     _props_problem, _tags_fast, _utf8_ok)
@@ -139,7 +140,6 @@ def _view(fr: FileResult) -> dict:
 
 def _contexts(root: Path, file_size: int, cq_file_size: int, delay_levels=()):
     from rmqctl.check import run
-    from rmqctl.store.layout import Store
 
     # git keeps no empty directories: a clone of the "empty" fixtures has no commitlog/ at all
     cdir = root / "commitlog"
