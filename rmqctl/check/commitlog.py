@@ -61,6 +61,27 @@ class QueueTrack:
     mismatches: int = 0
     first_mismatch: tuple | None = None  # (q, expected (phys,size,tags), actual unit)
 
+    def gap_to(self, t: "QueueTrack") -> None:
+        """`t` continues this queue directly: a different first offset than expected is a gap."""
+        if self.next_q >= 0 and t.first_q != self.next_q:
+            self.gaps += 1
+            if self.first_gap is None:
+                self.first_gap = (t.first_phys, self.next_q, t.first_q)
+
+    def absorb(self, t: "QueueTrack") -> None:
+        """Add what a later file/range says about the same queue (counts, first problems, position)."""
+        self.gaps += t.gaps
+        if self.first_gap is None and t.first_gap:
+            self.first_gap = t.first_gap
+        self.count += t.count
+        self.last_q, self.next_q = t.last_q, t.next_q
+        self.missing += t.missing
+        if self.first_missing is None:
+            self.first_missing = t.first_missing
+        self.mismatches += t.mismatches
+        if self.first_mismatch is None:
+            self.first_mismatch = t.first_mismatch
+
 
 @dataclass
 class FileResult:
@@ -292,21 +313,9 @@ def _merge_range(acc: FileResult, tracks: dict, r: FileResult) -> None:
             tracks[key] = t
             continue
         # the scan continued directly into this range; a skipped range inside it resets the expectation
-        if m.next_q >= 0 and t.first_q != m.next_q and (skip is None or t.first_phys < skip):
-            m.gaps += 1
-            if m.first_gap is None:
-                m.first_gap = (t.first_phys, m.next_q, t.first_q)
-        m.gaps += t.gaps
-        if m.first_gap is None and t.first_gap:
-            m.first_gap = t.first_gap
-        m.count += t.count
-        m.last_q, m.next_q = t.last_q, t.next_q
-        m.missing += t.missing
-        if m.first_missing is None:
-            m.first_missing = t.first_missing
-        m.mismatches += t.mismatches
-        if m.first_mismatch is None:
-            m.first_mismatch = t.first_mismatch
+        if skip is None or t.first_phys < skip:
+            m.gap_to(t)
+        m.absorb(t)
     if skip is not None:
         for key, m in tracks.items():
             if key not in r.queues:

@@ -70,21 +70,9 @@ def _merge_tracks(tracks: dict, fr: clc.FileResult, continuous: bool) -> None:
         if m is None:
             tracks[key] = t
             continue
-        if continuous and m.next_q >= 0 and t.first_q != m.next_q:
-            m.gaps += 1
-            if m.first_gap is None:
-                m.first_gap = (t.first_phys, m.next_q, t.first_q)
-        m.gaps += t.gaps
-        if m.first_gap is None and t.first_gap:
-            m.first_gap = t.first_gap
-        m.count += t.count
-        m.last_q, m.next_q = t.last_q, t.next_q
-        m.missing += t.missing
-        if m.first_missing is None:
-            m.first_missing = t.first_missing
-        m.mismatches += t.mismatches
-        if m.first_mismatch is None:
-            m.first_mismatch = t.first_mismatch
+        if continuous:
+            m.gap_to(t)
+        m.absorb(t)
 
 
 def _check_commitlog_files(store, report: Report, gaps: list) -> list:

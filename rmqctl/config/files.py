@@ -346,6 +346,16 @@ def looks_v5(doc: dict, table: str | None = None, marker: str | None = None) -> 
     return False
 
 
+def top_table(doc: dict, name: str) -> dict:
+    """A top-level map of a config document (created empty when absent), e.g. topicConfigTable."""
+    t = doc.get(name)
+    if t is None:
+        t = doc[name] = {}
+    if not isinstance(t, dict):
+        raise UsageError(f"{name} is not an object")
+    return t
+
+
 def as_int(v, what: str = "value", path=None) -> int:
     """Numbers the broker coerces: 5, "5" (fastjson converts numeric strings for int/long fields)."""
     if isinstance(v, bool):

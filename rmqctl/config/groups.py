@@ -4,7 +4,7 @@ broadcast/consume/consumeFromMin enabled, ...) with the 4.x or 5.x field set mat
 """
 from __future__ import annotations
 
-from rmqctl.config.files import looks_v5, next_version
+from rmqctl.config.files import looks_v5, next_version, top_table
 from rmqctl.config.topics import validate_name
 from rmqctl.errors import UsageError
 
@@ -29,12 +29,7 @@ def template(name: str, v5: bool) -> dict:
 
 
 def table(doc: dict) -> dict:
-    t = doc.get("subscriptionGroupTable")
-    if t is None:
-        t = doc["subscriptionGroupTable"] = {}
-    if not isinstance(t, dict):
-        raise UsageError("subscriptionGroupTable is not an object")
-    return t
+    return top_table(doc, "subscriptionGroupTable")
 
 
 def rows(doc: dict) -> list[dict]:

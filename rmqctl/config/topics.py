@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from rmqctl.config.files import as_int, looks_v5, next_version
+from rmqctl.config.files import as_int, looks_v5, next_version, top_table
 from rmqctl.errors import UsageError
 
 NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -32,12 +32,7 @@ def perm_text(perm) -> str:
 
 
 def table(doc: dict) -> dict:
-    t = doc.get("topicConfigTable")
-    if t is None:
-        t = doc["topicConfigTable"] = {}
-    if not isinstance(t, dict):
-        raise UsageError("topicConfigTable is not an object")
-    return t
+    return top_table(doc, "topicConfigTable")
 
 
 def rows(doc: dict) -> list[dict]:
