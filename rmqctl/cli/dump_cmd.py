@@ -38,6 +38,17 @@ def dump(path, kind, as_json, body, skip, count, offset, topic, queue, slots, no
     for the rest of the file: "N zero bytes after the last record" (normal), or "N invalid bytes at
     offset X" (damage: exit 4, with a one-line error naming file, offset and field).
 
+    JSON Lines: one object per record with "kind" first. Messages ("kind":"message"): physical_offset,
+    size, magic (V1|V2), topic, queue_id, queue_offset, sys_flag, transaction_type
+    (NOT|PREPARED|COMMIT|ROLLBACK), flag, body_crc, body_crc_ok, born_timestamp, born_host,
+    store_timestamp, store_host ("a.b.c.d:port" or "[v6]:port"), reconsume_times,
+    prepared_transaction_offset, msg_id (offsetMsgId), body_length, properties (object), then
+    physical_offset_field (only when it differs from the position), property_crc_ok (only with a
+    __CRC32# property), body_encoding and body (unless --body none). Units: cq_unit, bcq_unit,
+    cq_ext_unit, index_header/index_slot/index_item, timerlog_unit, timerwheel_slot, checkpoint,
+    timercheck, abort, lock, config — field names as in `--explain`. Every file ends with a "trailer"
+    (valid_bytes, trailing: none|zeros|blank|invalid, trailing_bytes, and "problem" when damaged).
+
     \b
     Example:
       rmqctl dump store/commitlog/00000000000000000000 --count 5
