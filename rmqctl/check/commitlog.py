@@ -83,6 +83,18 @@ class QueueTrack:
             self.first_mismatch = t.first_mismatch
 
 
+def _pread_or_empty(path: str, n: int, pos: int) -> bytes:
+    """Up to n bytes of a consume-queue file at pos; b"" when the file is missing (the unit is then missing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return b""
+    try:
+        return os.pread(fd, n, pos)
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class FileResult:
     path: str
@@ -133,15 +145,7 @@ class _CqReader:
         c = self.cache.get(key)
         if c is None or c[0] != fstart or not (c[1] <= pos < c[1] + len(c[2])):
             path = os.path.join(self.base, topic, str(qid), f"{fstart:020d}")
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:
-                data = b""
-            else:
-                try:
-                    data = os.pread(fd, min(CQ_CHUNK_UNITS * 20, self.cq_file_size - pos), pos)
-                finally:
-                    os.close(fd)
+            data = _pread_or_empty(path, min(CQ_CHUNK_UNITS * 20, self.cq_file_size - pos), pos)
             data = data[:len(data) - len(data) % 20]
             c = self.cache[key] = (fstart, pos, data)
             if not data:
@@ -687,15 +691,7 @@ class _RangeScan:
             # read ahead 4x what this batch needs (at least 512 units): the total cached stays within a few
             # times one batch of records plus 10 KB per queue
             want = min(max(4 * (p1 - p0), CQ_CHUNK_UNITS * 20), cqfs - p0)
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:
-                data = b""
-            else:
-                try:
-                    data = os.pread(fd, want, p0)
-                finally:
-                    os.close(fd)
+            data = _pread_or_empty(path, want, p0)
             arr = np.frombuffer(data, self.unit_dtype, len(data) // 20)
             c = self.cq_cache[g] = (f0, p0, arr)
         arr = c[2]

@@ -356,6 +356,16 @@ def top_table(doc: dict, name: str) -> dict:
     return t
 
 
+def delete_entry(doc: dict, table_name: str, name: str, what: str):
+    """Remove one entry of a top-level map and bump dataVersion like the broker's managers; the old value."""
+    t = top_table(doc, table_name)
+    if name not in t:
+        raise UsageError(f"no {what}")
+    old = t.pop(name)
+    next_version(doc)
+    return old
+
+
 def as_int(v, what: str = "value", path=None) -> int:
     """Numbers the broker coerces: 5, "5" (fastjson converts numeric strings for int/long fields)."""
     if isinstance(v, bool):

@@ -4,7 +4,7 @@ broadcast/consume/consumeFromMin enabled, ...) with the 4.x or 5.x field set mat
 """
 from __future__ import annotations
 
-from rmqctl.config.files import looks_v5, next_version, top_table
+from rmqctl.config.files import delete_entry, looks_v5, next_version, top_table
 from rmqctl.config.topics import validate_name
 from rmqctl.errors import UsageError
 
@@ -84,9 +84,4 @@ def update(doc: dict, name: str, settings: dict) -> dict:
 
 
 def delete(doc: dict, name: str) -> dict:
-    t = table(doc)
-    if name not in t:
-        raise UsageError(f"no group {name!r} in subscriptionGroup.json")
-    old = t.pop(name)
-    next_version(doc)
-    return old
+    return delete_entry(doc, "subscriptionGroupTable", name, f"group {name!r} in subscriptionGroup.json")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from rmqctl.config.files import as_int, looks_v5, next_version, top_table
+from rmqctl.config.files import as_int, delete_entry, looks_v5, next_version, top_table
 from rmqctl.errors import UsageError
 
 NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -91,9 +91,4 @@ def update(doc: dict, name: str, *, read: int | None = None, write: int | None =
 
 
 def delete(doc: dict, name: str) -> dict:
-    t = table(doc)
-    if name not in t:
-        raise UsageError(f"no topic {name!r} in topics.json")
-    old = t.pop(name)
-    next_version(doc)
-    return old
+    return delete_entry(doc, "topicConfigTable", name, f"topic {name!r} in topics.json")
