@@ -20,6 +20,7 @@ Functions here are a stable API: add new ones, don't change signatures.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -76,6 +77,17 @@ def copy_store(src, dst) -> Path:
     dst = Path(dst)
     shutil.copytree(src, dst, symlinks=True)
     return dst
+
+
+def tree_hashes(root: Path) -> dict:
+    """sha256 of every file under a store, the quarantine excluded: what undo must give back."""
+    out = {}
+    for dp, dns, fns in os.walk(root):
+        dns[:] = [d for d in dns if d != "rmqctl-quarantine"]
+        for fn in fns:
+            p = Path(dp) / fn
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
 
 
 def commitlog_files(root) -> list[Path]:

@@ -2,25 +2,14 @@
 the result of an uninterrupted run, and one `undo` still restores the original bytes."""
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 import faultlib as F
+from faultlib import tree_hashes
 from conftest import FIXTURES, run_cli
-
-
-def tree_hashes(root: Path) -> dict:
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        dns[:] = [d for d in dns if d != "rmqctl-quarantine"]
-        for fn in fns:
-            p = Path(dp) / fn
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
 
 
 def prepared(tmp: Path, name: str, fault) -> Path:

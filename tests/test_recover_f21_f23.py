@@ -2,13 +2,12 @@
 F23 (config/timercheck beyond what the repair leaves), without the Java oracle."""
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import struct
 from pathlib import Path
 
 import faultlib as F
+from faultlib import tree_hashes
 from conftest import FIXTURES
 
 from rmqctl import dispatch as D
@@ -21,16 +20,6 @@ from rmqctl.store.config import StoreConfig
 from rmqctl.store.layout import Store
 
 STORES = FIXTURES / "stores"
-
-
-def tree_hashes(root: Path) -> dict:
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        dns[:] = [d for d in dns if d != "rmqctl-quarantine"]
-        for fn in fns:
-            p = Path(dp) / fn
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
 
 
 def copy(name: str, tmp: Path) -> Path:

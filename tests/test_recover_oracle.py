@@ -4,15 +4,14 @@ written messages, finds every key, and its commitlog ends where its own abnormal
 ended it. `undo` then gives back the original bytes."""
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import struct
 from pathlib import Path
 
 import pytest
 
 import faultlib as F
+from faultlib import tree_hashes
 from oracle_helpers import STORES as STORES_DIR, fixture_dirs, load_manifest, read_store
 
 pytestmark = pytest.mark.oracle
@@ -44,16 +43,6 @@ FAULTS = {
     "checkpoint-garbage": lambda r: F.checkpoint_garbage(r),
     "zero-length-last": lambda r: F.zero_length_last_file(r, file_size=_manifest_cfg(r)["mappedFileSizeCommitLog"]),
 }
-
-
-def tree_hashes(root: Path) -> dict:
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        dns[:] = [d for d in dns if d != "rmqctl-quarantine"]
-        for fn in fns:
-            p = Path(dp) / fn
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
 
 
 def _copy(fixture: Path, tmp: Path) -> Path:
