@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from rmqctl.errors import FormatError
 
-__all__ = ["loads", "dumps", "dump_bytes", "InlineList", "JFloat", "to_plain", "FormatError", "TrailingData"]
+__all__ = ["loads", "dumps", "dump_bytes", "InlineList", "JFloat", "to_plain", "FormatError", "TrailingData",
+           "TooDeep", "MAX_DEPTH"]
 
 
 class TrailingData(FormatError):
@@ -40,6 +41,13 @@ class TrailingData(FormatError):
         self.value = value
         self.value_end = value_end
         self.trailing = trailing
+
+class TooDeep(FormatError):
+    """Containers nested deeper than ``MAX_DEPTH`` (fastjson 1.2.69/1.2.83, as loaded by the broker, throws on
+    arrays nested deeper than this inside a config object, and the broker then loads ``.bak``)."""
+
+
+MAX_DEPTH = 514
 
 _WS = " \t\n\r\f\b"
 _BOM = "\ufeff"
@@ -117,18 +125,106 @@ class _Parser:
         self.i = i
 
     def value(self):
+        """One JSON value, iteratively (no Python recursion): containers live on ``frames`` as
+        [container, pending key]; ``self.stack`` is the JSON path for error messages."""
+        frames: list = []
+        s = self.s
+        while True:
+            self.skip_ws()
+            if self.i >= self.n:
+                self.fail("unexpected end of file, expected a value")
+            c = s[self.i]
+            done = True
+            if c == "{" or c == "[":
+                if len(frames) >= MAX_DEPTH:
+                    raise TooDeep(f"JSON nested more than {MAX_DEPTH} levels deep (fastjson gives up at this depth)",
+                                  path=self.path, offset=self.byte_offset(self.i))  # the path would be 514 segments
+                self.i += 1
+                if c == "[":
+                    inline = self.i < self.n and s[self.i] not in _WS and s[self.i] != "/"
+                    v = InlineList() if inline else []
+                else:
+                    v = {}
+                self.skip_ws()
+                close = "}" if c == "{" else "]"
+                if self.i < self.n and s[self.i] == close:
+                    self.i += 1
+                    if c == "[":
+                        v = []  # empty arrays are plain lists
+                else:
+                    frames.append([v, None])
+                    if c == "{":
+                        self._next_key(frames[-1])
+                    else:
+                        self.stack.append(0)
+                    done = False
+            elif c == '"' or c == "'":
+                v = self.string()
+            elif c == "-" or c in _DIGITS:
+                v = self.number()
+            else:
+                v = self._word()
+            while done:
+                if not frames:
+                    return v
+                f = frames[-1]
+                cont = f[0]
+                self.stack.pop()
+                if isinstance(cont, dict):
+                    key = f[1]
+                    if key in cont:  # fastjson: the last duplicate wins (Python keeps the first position)
+                        del cont[key]
+                    cont[key] = v
+                    self.skip_ws()
+                    if self.i >= self.n:
+                        self.fail("unexpected end of file inside an object (expected ',' or '}')")
+                    ch = s[self.i]
+                    if ch == ",":
+                        self.i += 1
+                        self.skip_ws()
+                        if self.i < self.n and s[self.i] == "}":  # trailing comma
+                            self.i += 1
+                            v = frames.pop()[0]
+                            continue
+                        self._next_key(f)
+                        done = False
+                    elif ch == "}":
+                        self.i += 1
+                        v = frames.pop()[0]
+                    else:
+                        self.fail(f"expected ',' or '}}' in an object, found {self.what()}")
+                else:
+                    cont.append(v)
+                    self.skip_ws()
+                    if self.i >= self.n:
+                        self.fail("unexpected end of file inside an array (expected ',' or ']')")
+                    ch = s[self.i]
+                    if ch == ",":
+                        self.i += 1
+                        self.skip_ws()
+                        if self.i < self.n and s[self.i] == "]":
+                            self.i += 1
+                            v = frames.pop()[0]
+                            continue
+                        self.stack.append(len(cont))
+                        done = False
+                    elif ch == "]":
+                        self.i += 1
+                        v = frames.pop()[0]
+                    else:
+                        self.fail(f"expected ',' or ']' in an array, found {self.what()}")
+
+    def _next_key(self, frame) -> None:
         self.skip_ws()
-        if self.i >= self.n:
-            self.fail("unexpected end of file, expected a value")
-        c = self.s[self.i]
-        if c == "{":
-            return self.obj()
-        if c == "[":
-            return self.arr()
-        if c == '"' or c == "'":
-            return self.string()
-        if c == "-" or c in _DIGITS:
-            return self.number()
+        key = self.key()
+        self.skip_ws()
+        if self.i >= self.n or self.s[self.i] != ":":
+            self.fail(f"expected ':' after key {key!r}, found {self.what()}")
+        self.i += 1
+        frame[1] = key
+        self.stack.append(key)
+
+    def _word(self):
         for word, val in (("true", True), ("false", False), ("null", None)):
             if self.s.startswith(word, self.i):
                 end = self.i + len(word)
@@ -137,42 +233,6 @@ class _Parser:
                 self.i = end
                 return val
         self.fail(f"unexpected {self.what()}, expected a value")
-
-    def obj(self) -> dict:
-        self.i += 1  # {
-        out: dict = {}
-        self.skip_ws()
-        if self.i < self.n and self.s[self.i] == "}":
-            self.i += 1
-            return out
-        while True:
-            self.skip_ws()
-            key = self.key()
-            self.skip_ws()
-            if self.i >= self.n or self.s[self.i] != ":":
-                self.fail(f"expected ':' after key {key!r}, found {self.what()}")
-            self.i += 1
-            self.stack.append(key)
-            val = self.value()
-            self.stack.pop()
-            if key in out:  # fastjson: the last duplicate wins (Python keeps the first position)
-                del out[key]
-            out[key] = val
-            self.skip_ws()
-            if self.i >= self.n:
-                self.fail("unexpected end of file inside an object (expected ',' or '}')")
-            c = self.s[self.i]
-            if c == ",":
-                self.i += 1
-                self.skip_ws()
-                if self.i < self.n and self.s[self.i] == "}":  # trailing comma
-                    self.i += 1
-                    return out
-                continue
-            if c == "}":
-                self.i += 1
-                return out
-            self.fail(f"expected ',' or '}}' in an object, found {self.what()}")
 
     def key(self):
         if self.i >= self.n:
@@ -200,39 +260,6 @@ class _Parser:
             self.i = j
             return text
         self.fail(f"unexpected {self.what()}, expected a key")
-
-    def arr(self) -> list:
-        start = self.i
-        self.i += 1  # [
-        inline = self.i < self.n and self.s[self.i] not in _WS and self.s[self.i] != "/"
-        out: list = []
-        self.skip_ws()
-        if self.i < self.n and self.s[self.i] == "]":
-            self.i += 1
-            return out
-        idx = 0
-        while True:
-            self.stack.append(idx)
-            out.append(self.value())
-            self.stack.pop()
-            idx += 1
-            self.skip_ws()
-            if self.i >= self.n:
-                self.fail("unexpected end of file inside an array (expected ',' or ']')")
-            c = self.s[self.i]
-            if c == ",":
-                self.i += 1
-                self.skip_ws()
-                if self.i < self.n and self.s[self.i] == "]":
-                    self.i += 1
-                    break
-                continue
-            if c == "]":
-                self.i += 1
-                break
-            self.fail(f"expected ',' or ']' in an array, found {self.what()}")
-        del start
-        return InlineList(out) if inline else out
 
     def string(self) -> str:
         q = self.s[self.i]
@@ -475,10 +502,17 @@ def dump_bytes(doc, *, compact: bool = False) -> bytes:
 
 def to_plain(v):
     """Standard-JSON-compatible structure (integer keys become strings) for ``--json`` output."""
+    # plain loops, not comprehensions: one Python frame per level (documents go MAX_DEPTH deep)
     if isinstance(v, dict):
-        return {str(k): to_plain(x) for k, x in v.items()}
+        out = {}
+        for k, x in v.items():
+            out[str(k)] = to_plain(x)
+        return out
     if isinstance(v, list):
-        return [to_plain(x) for x in v]
+        out = []
+        for x in v:
+            out.append(to_plain(x))
+        return out
     if isinstance(v, JFloat):
         return float(v)
     return v

@@ -250,3 +250,37 @@ def test_damaged_input_only_raises_format_error(data, pos, byte):
         fj.loads(bytes(b))
     except FormatError as e:
         assert e.offset is not None and 0 <= e.offset <= len(b)
+
+
+# --- nesting depth: fastjson's limit, reached without Python recursion ---------------------------------
+
+def _nested(n: int, opener=b"[", closer=b"]") -> bytes:
+    return b'{"x":' + opener * n + closer * n + b"}"
+
+
+def test_nesting_up_to_the_limit_reads_and_writes_back():
+    # top-level object + 513 arrays = 514 containers: the broker's fastjson still decodes this
+    doc = fj.loads(_nested(fj.MAX_DEPTH - 1))
+    assert fj.loads(fj.dump_bytes(doc)) == doc
+    assert fj.dumps(doc, compact=True) == _nested(fj.MAX_DEPTH - 1).decode()
+    fj.to_plain(doc)
+    mixed = fj.loads(b'{"a":' + b'[{"b":' * 256 + b"1" + b"}]" * 256 + b"}")
+    assert fj.loads(fj.dump_bytes(mixed)) == mixed and fj.to_plain(mixed)
+
+
+@pytest.mark.parametrize("n", [fj.MAX_DEPTH, 600, 100_000])
+def test_deeper_nesting_is_one_format_error(n):
+    with pytest.raises(fj.TooDeep) as ei:
+        fj.loads(_nested(n), "f.json")
+    assert str(ei.value) == (f"f.json: offset {5 + fj.MAX_DEPTH - 1}: JSON nested more than {fj.MAX_DEPTH} "
+                             "levels deep (fastjson gives up at this depth)")
+    with pytest.raises(fj.TooDeep):
+        fj.loads(b'{"x":' + b'{"a":' * n)
+
+
+def test_iterative_parser_keeps_paths_duplicates_and_trailing_commas():
+    assert fj.loads(b'{"a":{"b":[1,{"c":2,},],"b":[3]},}') == {"a": {"b": [3]}}
+    assert isinstance(fj.loads(b'{"a":[1,[2]]}')["a"][1], fj.InlineList)
+    with pytest.raises(FormatError) as ei:
+        fj.loads('{"a":[1,{"c":[2,}]}')
+    assert ei.value.field == "a.1.c.1"
