@@ -78,7 +78,10 @@ def _load_for_write(where, name) -> tuple[Loaded, dict]:
         if ld.main.status == "missing" and ld.bak.status == "missing":
             warn(f"{ld.target.path.name} does not exist (nor .bak): creating it")
             return ld, {}
-        raise ProblemsFound(ld.problem() + "; nothing written", path=ld.target.path)
+        hint = ""
+        if ld.bak.usable and ld.used != ".bak" and not (ld.bak.meaning is not None and ld.bak.meaning.empties):
+            hint = f"; `rmqctl config restore {ld.target.store} {ld.kind.name} --from-bak` puts .bak back first"
+        raise ProblemsFound(ld.problem() + "; nothing written" + hint, path=ld.target.path)
     if ld.used == ".bak":
         warn(f"{ld.summary()}: editing the .bak content; the bad main is kept in the quarantine journal")
     return ld, ld.doc
@@ -106,7 +109,7 @@ def _finish_write(ld: Loaded, doc, *, op: str, dry_run: bool, force: bool, as_js
 
 
 def _exit_for(ld: Loaded) -> int:
-    return Exit.OK if ld.used == "main" and ld.main.status == "ok" else Exit.PROBLEMS
+    return Exit.OK if ld.verdict == LOAD_MAIN and ld.used == "main" and ld.main.status == "ok" else Exit.PROBLEMS
 
 
 def _table(headers: list[str], rows: list[list]) -> None:
@@ -186,7 +189,7 @@ def status(target, as_json):
         if as_json:
             _emit_json(_loaded_json(ld))
         else:
-            rows.append([kind.filename, ld.main.describe(), ld.bak.describe(), ld.verdict])
+            rows.append([kind.filename, ld.main.describe(), ld.bak.describe(), ld.verdict_text])
     if not as_json:
         if not rows:
             warn(f"no known config files in {cdir}")

@@ -10,7 +10,10 @@ main file before loading ``.bak``.)
 
 ``load_config(path)`` reproduces that decision and says which copy was used (``Loaded.used``) and what
 the broker would do (``Loaded.verdict``), plus what is wrong with each copy (stale trailing bytes after
-a complete JSON value, faults.md R1, are reported as such).
+a complete JSON value, faults.md R1, are reported as such). A copy that parses is then judged by meaning,
+as the broker's ``decode()`` binds it (rmqctl.config.meaning): a table of the wrong type makes decode throw
+(the broker loads ``.bak``); a missing or misspelt table loads fine and leaves the broker with an EMPTY
+table (``.bak`` is never read).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqctl import fastjson
+from rmqctl.config import meaning as mn
 from rmqctl.errors import FormatError, UsageError
 
 LOAD_MAIN = "load main"
@@ -129,6 +133,7 @@ class Copy:
     doc: Any = None
     error: FormatError | None = None
     stale_tail: tuple | None = None   # (value_end, trailing bytes) for `{..}old_garbage}`
+    meaning: mn.Meaning | None = None  # what decode() makes of it (judged kinds that parse)
 
     @property
     def usable(self) -> bool:
@@ -144,12 +149,24 @@ class Copy:
         if self.status == "unreadable":
             return f"unreadable ({self.error})"
         if self.status == "corrupt":
+            if self.meaning is not None and self.meaning.decode_error:
+                return f"parses, but the broker's decode fails: {self.meaning.decode_error}"
             if self.stale_tail:
                 end, n = self.stale_tail
                 return (f"{n} stale trailing byte(s) after a complete JSON value ending at offset {end} "
                         f"(torn write, faults R1)")
             e = self.error
             return f"unparsable at offset {e.offset}: {e.message}" if e else "unparsable"
+        m = self.meaning
+        if m is not None and m.empties:
+            if m.null_tables:
+                return f"parses, but {' and '.join(m.null_tables)} is null"
+            s = f"parses, but has no {' or '.join(m.missing_tables)}"
+            if m.unknown_keys:
+                s += f" (unknown key{'s' if len(m.unknown_keys) > 1 else ''} {', '.join(m.unknown_keys[:3])} ignored)"
+            return s
+        if m is not None and m.entries is not None:
+            return f"ok ({self.size} bytes, {m.entries} entr{'y' if m.entries == 1 else 'ies'})"
         return f"ok ({self.size} bytes)"
 
 
@@ -191,6 +208,13 @@ def read_copy(path: Path, kind: ConfigKind | None = None) -> Copy:
     if doc is None:
         c.status = "null"
         return c
+    if kind is not None and mn.judged(kind.name) and (isinstance(doc, dict) or doc == []):
+        c.meaning = mn.analyze(kind.name, doc)
+        if c.meaning.decode_error:
+            c.status, c.error = "corrupt", FormatError(c.meaning.decode_error, path=path)
+            return c
+        if not isinstance(doc, dict):
+            doc = {}  # `[]` binds as an empty bean
     if not isinstance(doc, dict):
         c.status = "corrupt"
         c.error = FormatError(f"top-level value is a {type(doc).__name__}, not an object", path=path, offset=0)
@@ -218,6 +242,13 @@ class Loaded:
         return self.verdict in (LOAD_MAIN, LOAD_BAK)
 
     @property
+    def verdict_text(self) -> str:
+        """The verdict for humans: also says when a copy that loads leaves the broker empty."""
+        if self.verdict == EMPTY and self.used is not None:
+            return f"load {self.used}, start with EMPTY {self.kind.noun}"
+        return self.verdict
+
+    @property
     def source(self) -> Copy:
         return self.bak if self.used == ".bak" else self.main
 
@@ -226,12 +257,25 @@ class Loaded:
         s = f"{name}: main {self.main.describe()}"
         if self.used != "main" or self.bak.status != "missing":
             s += f"; .bak {self.bak.describe()}"
-        return s + f"; broker would {self.verdict}"
+        return s + f"; broker would {self.verdict_text}"
 
     def problem(self) -> str:
         """The one-line error when the broker would not load usable content."""
         if self.verdict == FAIL:
             return f"broker would fail to start: main {self.main.describe()}, .bak {self.bak.describe()}"
+        src = self.source
+        if self.used is not None and src.meaning is not None and src.meaning.empties:
+            which = "main" if self.used == "main" else ".bak"
+            m = src.meaning
+            what = (f"sets {' and '.join(m.null_tables)} to null" if m.null_tables else
+                    f"has no {' or '.join(m.missing_tables)}" +
+                    (f" (unknown key {', '.join(m.unknown_keys[:3])})" if m.unknown_keys else ""))
+            s = f"{which} parses but {what}: the broker starts with EMPTY {self.kind.noun}"
+            if self.used == "main":
+                b = self.bak
+                n = b.meaning.entries if b.usable and b.meaning is not None and not b.meaning.empties else None
+                s += f"; .bak has {n} entr{'y' if n == 1 else 'ies'}" if n is not None else f"; .bak {b.describe()}"
+            return s
         return (f"broker would start with EMPTY {self.kind.noun}: main {self.main.describe()}, "
                 f".bak {self.bak.describe()}")
 
@@ -250,6 +294,9 @@ def load_config(target: Target) -> Loaded:
         return Loaded(target, main, bak, None, EMPTY, None,
                       ["the broker maps a fresh zero checkpoint: timer state restarts from scratch"])
     if main.status == "ok":
+        if main.meaning is not None and main.meaning.empties:
+            return Loaded(target, main, bak, "main", EMPTY, main.doc,
+                          [_empties_note(main, kind)])
         return Loaded(target, main, bak, "main", LOAD_MAIN, main.doc)
     if main.status == "null":
         return Loaded(target, main, bak, "main", EMPTY, None,
@@ -263,6 +310,9 @@ def load_config(target: Target) -> Loaded:
     if main.status in ("empty", "corrupt"):
         notes.append("brokers after 5.3.3 delete the bad main file before loading .bak")
     if bak.status == "ok":
+        if bak.meaning is not None and bak.meaning.empties:
+            notes.append(_empties_note(bak, kind))
+            return Loaded(target, main, bak, ".bak", EMPTY, bak.doc, notes)
         return Loaded(target, main, bak, ".bak", LOAD_BAK, bak.doc, notes)
     if bak.status == "null":
         notes.append(".bak holds `null`: loaded as empty defaults")
@@ -273,6 +323,16 @@ def load_config(target: Target) -> Loaded:
         # whitespace-only .bak: non-empty string, decode throws -> loadBak returns false
         return Loaded(target, main, bak, None, FAIL, None, notes)
     return Loaded(target, main, bak, None, EMPTY, None, notes)
+
+
+def _empties_note(c: Copy, kind: ConfigKind) -> str:
+    m = c.meaning
+    which = "main" if not c.path.name.endswith(".bak") else ".bak"
+    if m.null_tables:
+        return (f"{which} sets {' and '.join(m.null_tables)} to null: the broker loads it without looking further "
+                f"and runs with no {kind.noun} at all (its next persist fails)")
+    return (f"{which} parses but has no {' or '.join(m.missing_tables)}: fastjson ignores unknown keys, so the "
+            f"broker loads it and starts with EMPTY {kind.noun}")
 
 
 def load(where, name: str | None = None) -> Loaded:
