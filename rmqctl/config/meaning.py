@@ -15,6 +15,8 @@
   first persist then fails).
 * Values decode leniently: numeric strings and decimals (truncated) become numbers, unknown entry fields are
   ignored; negative queue ids and offsets load as they are.
+* 4.9.7 ignores dataVersion in consumerOffset, subscriptionGroup and delayOffset (and groupTopicMap): a wrongly
+  typed one fails only on 5.x; rmqctl judges by 5.x there (the stricter outcome).
 """
 from __future__ import annotations
 
