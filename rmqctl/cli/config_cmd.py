@@ -93,7 +93,8 @@ def _finish_write(ld: Loaded, doc, *, op: str, dry_run: bool, force: bool, as_js
     res = persist(ld, doc, op=op, force=force, dry_run=dry_run)
     if as_json:
         _emit_json({"file": ld.target.kind.name, "path": str(res.path), "changes": changes, "changed": res.changed,
-                    "written": res.written, "dry_run": dry_run, "journal": res.journal, "diff": res.diff})
+                    "written": res.written, "dry_run": dry_run, "journal": res.journal, "diff": res.diff,
+                    "bak_updated": res.bak_updated, "bak_note": res.bak_note})
         return Exit.OK
     for c in changes:
         click.echo(c)
@@ -104,6 +105,8 @@ def _finish_write(ld: Loaded, doc, *, op: str, dry_run: bool, force: bool, as_js
         click.echo("dry run: nothing written")
     else:
         click.echo(f"wrote {res.path}" + (" (previous content copied to .bak)" if res.bak_updated else ""))
+        if res.bak_note:
+            click.echo(res.bak_note)
         click.echo(f"undo: rmqctl undo {ld.target.store} --op {res.journal}")
     return Exit.OK
 

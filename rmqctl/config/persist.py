@@ -5,9 +5,15 @@
    to the same bytes; never ``null``, never empty;
 2. take the store lock (refuse while a broker holds it, unless ``force``);
 3. journal the previous bytes of ``.bak`` and main (``rmqctl undo`` restores them);
-4. copy the current main to ``.bak`` -- only when the current main is itself loadable, so a corrupt main
-   never overwrites a good ``.bak`` (faults.md R5) -- via tmp + fsync + rename;
+4. copy the current main to ``.bak`` (as the broker's persist does) -- only when the current main is good by
+   meaning *and* not worse than ``.bak``: a main the broker cannot decode, or one it loads as EMPTY (misspelt
+   or null table), never replaces ``.bak``; nor does a main whose dataVersion counter is older than
+   ``.bak``'s (then ``.bak`` is kept and ``PersistResult.bak_note`` says why) -- via tmp + fsync + rename;
 5. write ``<file>.tmp``, fsync, ``os.replace`` onto main, fsync the directory.
+
+On any error the ``.tmp`` files this call created are removed (a full disk leaves nothing behind). Writes
+happen only inside a store (a directory with ``config/``, ``commitlog/``, ``consumequeue/``, ``checkpoint``,
+``lock`` or ``index/``), where the undo journal lives; a bare directory of JSON files is refused.
 
 ``dry_run`` returns the unified diff and writes nothing.
 """
@@ -19,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqctl import fastjson
-from rmqctl.config.files import Loaded, file_mode_or_default
-from rmqctl.errors import FormatError, RmqError
+from rmqctl.config.files import LOAD_MAIN, Loaded, file_mode_or_default
+from rmqctl.errors import FormatError, RmqError, UsageError
 from rmqctl.repair.journal import Journal, write_file_durably
 from rmqctl.store.lock import store_write_lock
 
@@ -44,6 +50,65 @@ class PersistResult:
     written: bool
     journal: str | None = None      # quarantine op name, for `rmqctl undo --op`
     bak_updated: bool = False
+    bak_note: str | None = None     # why .bak was left as it was (it is better than the main it would replace)
+
+
+_STORE_MARKS = ("commitlog", "consumequeue", "checkpoint", "lock", "index", "abort")
+
+
+def require_store(target) -> None:
+    """Refuse to write outside a store: the journal (undo) goes to the store root, never to some parent."""
+    cdir = Path(target.config_dir)
+    if cdir.name == "config" and Path(target.store) == cdir.parent:
+        return
+    if any((Path(target.store) / m).exists() for m in _STORE_MARKS):
+        return
+    raise UsageError(f"{cdir} is not the config/ directory of a broker store; rmqctl edits config files only "
+                     f"inside a store (where it keeps the undo journal): copy the file into STORE/config/ or give "
+                     f"the store directory", path=target.path)
+
+
+def _counter(c):
+    """dataVersion.counter of a copy as it is on disk (the loaded doc may already carry the edit)."""
+    try:
+        doc = fastjson.loads(c.raw) if c.usable and c.raw else None
+    except FormatError:
+        return None
+    dv = doc.get("dataVersion") if isinstance(doc, dict) else None
+    try:
+        return int(dv.get("counter")) if isinstance(dv, dict) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def rotate_decision(loaded: Loaded) -> tuple[bool, str | None]:
+    """(copy main to .bak?, why not). Main goes to .bak only if it is good and not worse than .bak."""
+    main, bak = loaded.main, loaded.bak
+    if main.raw is None or not main.usable:
+        return False, None  # the broker would not load main: .bak (if any) is the better copy, keep it
+    if loaded.used != "main" or loaded.verdict != LOAD_MAIN:
+        return False, f"kept .bak: main {main.describe()}"
+    mc, bc = _counter(main), _counter(bak)
+    if mc is not None and bc is not None and bc > mc:
+        return False, f"kept .bak: its dataVersion counter {bc} is newer than main's {mc}"
+    return True, None
+
+
+@contextmanager
+def _no_tmp_leftovers(*paths: Path):
+    """Remove ``<path>.tmp`` files created inside the block when it fails (ENOSPC, EIO, Ctrl-C)."""
+    tmps = [p.with_name(p.name + ".tmp") for p in paths]
+    existed = {t for t in tmps if t.exists()}
+    try:
+        yield
+    except BaseException:
+        for t in tmps:
+            if t not in existed:
+                try:
+                    t.unlink()
+                except OSError:
+                    pass
+        raise
 
 
 def render(doc, *, compact: bool = False, path=None) -> bytes:
@@ -83,10 +148,12 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
     old = loaded.main.raw
     diff = unified_diff(old, data, path)
     changed = old != data
+    rotate, bak_note = rotate_decision(loaded)
     if dry_run or not changed:
-        return PersistResult(path, diff, changed, False)
+        return PersistResult(path, diff, changed, False, bak_note=bak_note if changed else None)
+    require_store(target)
     bak = path.with_name(path.name + ".bak")
-    with store_lock(target.store, force):
+    with store_lock(target.store, force), _no_tmp_leftovers(path, bak):
         # re-read under the lock: refuse if the file changed since we decided what to write
         try:
             now = path.read_bytes()
@@ -99,7 +166,7 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
         path.parent.mkdir(exist_ok=True)
         with Journal.begin(target.store, op) as j:
             bak_updated = False
-            if loaded.main.usable and old is not None:
+            if rotate:
                 try:
                     cur_bak = bak.read_bytes()
                 except FileNotFoundError:
@@ -110,7 +177,7 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
                     bak_updated = True
             j.before_write(path, data)
             write_file_durably(path, data, mode=mode)
-        return PersistResult(path, diff, True, True, j.name, bak_updated)
+        return PersistResult(path, diff, True, True, j.name, bak_updated, bak_note)
 
 
 def restore_from_bak(loaded: Loaded, *, force: bool = False, dry_run: bool = False,
@@ -126,7 +193,8 @@ def restore_from_bak(loaded: Loaded, *, force: bool = False, dry_run: bool = Fal
     diff = unified_diff(old, data, path, new_label=f"{bak.path}")
     if dry_run or old == data:
         return PersistResult(path, diff, old != data, False)
-    with store_lock(target.store, force):
+    require_store(target)
+    with store_lock(target.store, force), _no_tmp_leftovers(path):
         mode = file_mode_or_default(bak.path)
         with Journal.begin(target.store, op) as j:
             j.before_write(path, data)
