@@ -53,12 +53,19 @@ def _copy_json(c) -> dict:
         d["error"] = str(c.error)
     if c.stale_tail:
         d["stale_tail"] = {"value_end": c.stale_tail[0], "trailing_bytes": c.stale_tail[1]}
+    m = c.meaning
+    if m is not None:
+        d["meaning"] = {"decode_error": m.decode_error, "entries": m.entries, "missing_tables": m.missing_tables,
+                        "null_tables": m.null_tables, "unknown_keys": m.unknown_keys, "warnings": m.warnings}
     return d
 
 
 def _loaded_json(ld: Loaded) -> dict:
-    return {"file": ld.target.kind.name, "path": str(ld.target.path), "used": ld.used, "verdict": ld.verdict,
-            "main": _copy_json(ld.main), "bak": _copy_json(ld.bak), "notes": ld.notes}
+    d = {"file": ld.target.kind.name, "path": str(ld.target.path), "used": ld.used, "verdict": ld.verdict,
+         "main": _copy_json(ld.main), "bak": _copy_json(ld.bak), "notes": ld.notes}
+    if ld.verdict != LOAD_MAIN:
+        d["problem"] = ld.problem() if ld.verdict in (FAIL, EMPTY) else ld.summary()
+    return d
 
 
 def _load_for_read(where, name) -> Loaded:
