@@ -111,8 +111,11 @@ def test_full_disk_leaves_no_tmp_files(cli, store, monkeypatch, fail_on):
     monkeypatch.undo()
     assert hits, "the disk-full fault was not injected"
     assert code == 8 and "No space left on device" in err
+    assert err.strip().endswith("the edit was not made, main and .bak are as they were")
+    assert err.startswith(f"rmqctl: {store}/config/consumerOffset.json: ") and err.count("\n") == 1
     assert not list(store.rglob("*.tmp"))
     assert (store / "config/consumerOffset.json").read_bytes() == good
+    assert (store / "config/consumerOffset.json.bak").read_bytes() == GOOD_BAK  # rotated .bak put back
 
 
 def test_config_edit_outside_a_store_is_refused(cli, tmp_path):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rmqctl import fastjson
 from rmqctl.config.files import LOAD_MAIN, Loaded, file_mode_or_default
-from rmqctl.errors import FormatError, RmqError, UsageError
+from rmqctl.errors import FormatError, IOFailure, RmqError, UsageError
 from rmqctl.repair.journal import Journal, write_file_durably
 from rmqctl.store.lock import store_write_lock
 
@@ -164,20 +164,46 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
                            path=path)
         mode = file_mode_or_default(path)
         path.parent.mkdir(exist_ok=True)
-        with Journal.begin(target.store, op) as j:
-            bak_updated = False
-            if rotate:
-                try:
-                    cur_bak = bak.read_bytes()
-                except FileNotFoundError:
-                    cur_bak = None
-                if cur_bak != old:
-                    j.before_write(bak, old)
-                    write_file_durably(bak, old, mode=mode)
-                    bak_updated = True
-            j.before_write(path, data)
-            write_file_durably(path, data, mode=mode)
+        bak_updated = False
+        cur_bak = None
+        try:
+            with Journal.begin(target.store, op) as j:
+                if rotate:
+                    try:
+                        cur_bak = bak.read_bytes()
+                    except FileNotFoundError:
+                        cur_bak = None
+                    if cur_bak != old:
+                        j.before_write(bak, old)
+                        write_file_durably(bak, old, mode=mode)
+                        bak_updated = True
+                j.before_write(path, data)
+                write_file_durably(path, data, mode=mode)
+        except OSError as e:
+            raise IOFailure(_failed_write(e, path, data, bak, cur_bak if bak_updated else False, mode),
+                            path=path) from e
         return PersistResult(path, diff, True, True, j.name, bak_updated, bak_note)
+
+
+def _failed_write(e: OSError, path: Path, data: bytes, bak: Path, old_bak, mode) -> str:
+    """One line for a write that failed part-way (full disk, read-only, I/O error); puts a rotated .bak back.
+    ``old_bak``: False when .bak was not touched, else its previous bytes (None: it did not exist)."""
+    why = e.strerror or str(e)
+    try:
+        written = path.read_bytes() == data
+    except OSError:
+        written = False
+    if written:
+        return f"{why} after the new content was in place (not confirmed on disk); `rmqctl undo` reverts it"
+    if old_bak is not False:
+        try:
+            if old_bak is None:
+                bak.unlink()
+            else:
+                write_file_durably(bak, old_bak, mode=mode)
+        except OSError:
+            return f"{why}: the edit was not made; {bak.name} now holds the previous main (`rmqctl undo` restores it)"
+    return f"{why}: the edit was not made, main and .bak are as they were"
 
 
 def restore_from_bak(loaded: Loaded, *, force: bool = False, dry_run: bool = False,
