@@ -20,11 +20,12 @@
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from rmqctl.fastjson import JFloat
 
-LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
+_INT = re.compile(r"-?[0-9]+")
 
 # kind -> top-level bean properties; the first ones are the tables whose absence empties the broker's state
 _TABLES = {
@@ -90,17 +91,19 @@ def _kind_of(v) -> str:
 
 
 def _long(v, what: str, *, bits: int = 64) -> str | None:
-    """None when fastjson binds ``v`` to a Java long/int, else why not."""
+    """None when fastjson binds ``v`` to a Java long (map values) or int (bean fields, ``bits=32``: these also
+    take a boolean), else why not. Numeric strings bind, but not with blanks around them."""
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if isinstance(v, bool) and bits == 32:
+        return None
     if isinstance(v, bool) or v is None or isinstance(v, (dict, list)):
         return f"{what} is {_kind_of(v)}, not a number"
     if isinstance(v, (JFloat, float)):
         return None if lo <= int(v) <= hi else f"{what} {v} overflows a {bits}-bit integer"
     if isinstance(v, str):
-        t = v.strip()
-        if not t.lstrip("-").isdigit():
+        if not _INT.fullmatch(v):
             return f"{what} {v!r} is not a number"
-        v = int(t)
+        v = int(v)
     if not lo <= v <= hi:
         return f"{what} {v} overflows a {bits}-bit integer"
     return None
@@ -109,8 +112,8 @@ def _long(v, what: str, *, bits: int = 64) -> str | None:
 def _int_key(k, what: str) -> tuple[int | None, str | None]:
     if isinstance(k, int):
         return k, None
-    t = str(k).strip()
-    if t.lstrip("-").isdigit():
+    t = str(k)
+    if _INT.fullmatch(t):
         return int(t), None
     return None, f"{what} {k!r} is not an integer"
 
