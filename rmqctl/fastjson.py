@@ -43,8 +43,10 @@ class TrailingData(FormatError):
         self.trailing = trailing
 
 class TooDeep(FormatError):
-    """Containers nested deeper than ``MAX_DEPTH`` (fastjson 1.2.69/1.2.83, as loaded by the broker, throws on
-    arrays nested deeper than this inside a config object, and the broker then loads ``.bak``)."""
+    """Containers nested deeper than ``MAX_DEPTH``. The broker's fastjson (1.2.69 / 1.2.83) throws on arrays
+    nested deeper than this in a config file (the broker then loads ``.bak``; tests/test_config_meaning.py);
+    objects under an unknown key it skips to a few thousand levels. rmqctl stops at the same depth for both,
+    which also bounds the recursion of the writers."""
 
 
 MAX_DEPTH = 514
