@@ -129,3 +129,23 @@ def test_config_edit_outside_a_store_is_refused(cli, tmp_path):
     assert sorted(p.name for p in bare.iterdir()) == ["consumerOffset.json"]
     # a dry run writes nothing and is fine anywhere
     assert cli("config", "set", bare, "consumerOffset", "offsetTable.T@G.0", "5", "--dry-run")[0] == 0
+
+
+@pytest.mark.parametrize("bak", [None, b'{"offsetTable":{}}'])
+def test_empty_main_is_edited_as_it_is_when_bak_holds_nothing_better(cli, store, bak):
+    main = b'{"offsetTablX":{"T@G":{0:5}}}'
+    (store / "config/consumerOffset.json").write_bytes(main)
+    if bak is not None:
+        (store / "config/consumerOffset.json.bak").write_bytes(bak)
+    code, out, err = cli("config", "offsets", "set", store, "-g", "G", "-t", "T", "-q", "0", "--offset", "7")
+    assert code == 0, err
+    assert "editing main as it is" in err and "EMPTY offsets" in err
+    doc = fj.loads((store / "config/consumerOffset.json").read_bytes())
+    assert doc["offsetTable"] == {"T@G": {0: 7}} and doc["offsetTablX"] == {"T@G": {0: 5}}  # nothing dropped
+    if bak is None:
+        assert not (store / "config/consumerOffset.json.bak").exists()
+    else:
+        assert (store / "config/consumerOffset.json.bak").read_bytes() == bak
+        assert "kept .bak: main parses, but has no offsetTable" in out
+    code, out, err = cli("config", "status", store)
+    assert code == 0 and "load main" in out

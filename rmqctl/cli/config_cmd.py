@@ -77,7 +77,9 @@ def _load_for_read(where, name) -> Loaded:
 
 def _load_for_write(where, name) -> tuple[Loaded, dict]:
     """The document a write starts from: what the broker would load. Both copies missing -> a new,
-    empty file (a fresh store). Anything else unusable -> refuse, exit 4, nothing written."""
+    empty file (a fresh store). A main the broker loads as EMPTY (misspelt or null table) -> refused while
+    .bak holds entries (the edit would bury them), else edited as it is. Anything else unusable -> refuse,
+    exit 4, nothing written."""
     ld = load_config(locate(where, name))
     if ld.target.kind.binary:
         raise UsageError(f"{ld.target.kind.filename} is binary; rmqctl does not edit it")
@@ -85,8 +87,14 @@ def _load_for_write(where, name) -> tuple[Loaded, dict]:
         if ld.main.status == "missing" and ld.bak.status == "missing":
             warn(f"{ld.target.path.name} does not exist (nor .bak): creating it")
             return ld, {}
+        bm = ld.bak.meaning
+        bak_better = ld.bak.usable and bm is not None and not bm.empties and bool(bm.entries)
+        m = ld.main.meaning
+        if ld.used == "main" and m is not None and m.empties and not bak_better:
+            warn(f"{ld.problem()}: editing main as it is")
+            return ld, ld.doc
         hint = ""
-        if ld.bak.usable and ld.used != ".bak" and not (ld.bak.meaning is not None and ld.bak.meaning.empties):
+        if bak_better and ld.used != ".bak":
             hint = f"; `rmqctl config restore {ld.target.store} {ld.kind.name} --from-bak` puts .bak back first"
         raise ProblemsFound(ld.problem() + "; nothing written" + hint, path=ld.target.path)
     if ld.used == ".bak":

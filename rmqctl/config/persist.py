@@ -87,7 +87,7 @@ def rotate_decision(loaded: Loaded) -> tuple[bool, str | None]:
     if main.raw is None or not main.usable:
         return False, None  # the broker would not load main: .bak (if any) is the better copy, keep it
     if loaded.used != "main" or loaded.verdict != LOAD_MAIN:
-        return False, f"kept .bak: main {main.describe()}"
+        return False, None if bak.status == "missing" else f"kept .bak: main {main.describe()}"
     mc, bc = _counter(main), _counter(bak)
     if mc is not None and bc is not None and bc > mc:
         return False, f"kept .bak: its dataVersion counter {bc} is newer than main's {mc}"
