@@ -87,3 +87,12 @@ def test_deep_json_is_one_finding_and_verify_goes_on(cli, tmp_path):
     assert code == 4 and "internal error" not in err
     code, out, err = cli("dump", s / "config/consumerOffset.json")
     assert code in (0, 4) and "internal error" not in err and "Traceback" not in err
+
+
+def test_bak_without_its_table_is_a_warning(cli, store):
+    (store / "config/consumerOffset.json").write_bytes(b'{"offsetTable":{"T@G":{0:5}}}')
+    (store / "config/consumerOffset.json.bak").write_bytes(b'{"offset_tablx":{"T@G":{0:4}}}')
+    code, out, err = cli("verify", store)
+    lines = [ln for ln in _lines(out + err) if "consumerOffset" in ln]
+    assert code == 4 and len(lines) == 1, lines
+    assert "consumerOffset.json.bak: warning: config.bak_unusable" in lines[0] and "EMPTY offsets" in lines[0]

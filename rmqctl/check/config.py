@@ -51,6 +51,11 @@ def check_config_file(target, findings: list):
     if main.usable and bak.status not in ("missing", "ok") and bak.size:
         findings.append(Finding(WARNING, "config.bak_unusable", str(bak.path), 0, "valid JSON", bak.describe(),
                                 "the backup copy is damaged: a later torn write of the main file would be fatal"))
+    elif main.usable and bak.usable and bak.meaning is not None and bak.meaning.empties:
+        findings.append(Finding(WARNING, "config.bak_unusable", str(bak.path), None,
+                                " and ".join(target.kind.tables), bak.describe(),
+                                f"the backup copy would leave the broker with EMPTY {target.kind.noun} after a later "
+                                "torn write of the main file"))
     if main.usable and bak.usable and not target.kind.binary:
         mv, bv = _counter(main.doc), _counter(bak.doc)
         if mv is not None and bv is not None and bv > mv:
