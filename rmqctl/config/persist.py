@@ -36,6 +36,22 @@ def store_lock(store: Path, force: bool):
         yield
 
 
+def settle_before_edit(store: Path, *, dry_run: bool = False) -> list[str]:
+    """Roll back an rmqctl op a killed run left unfinished, before the edit reads the file: the edit
+    then starts from what the last complete op left (a killed `config set` re-run converges). Skipped
+    for a dry run and while a broker holds the lock (persist reports that)."""
+    from rmqctl.errors import StoreLockedError
+    from rmqctl.repair.journal import settle_unfinished
+
+    if dry_run:
+        return []
+    try:
+        with store_lock(store, False):
+            return settle_unfinished(store)
+    except StoreLockedError:
+        return []
+
+
 @dataclass
 class PersistResult:
     path: Path
@@ -96,8 +112,7 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
             raise RmqError("the file changed while rmqctl was preparing the edit; nothing written, try again",
                            path=path)
         mode = file_mode_or_default(path)
-        path.parent.mkdir(exist_ok=True)
-        with Journal.begin(target.store, op) as j:
+        with Journal.begin(target.store, op) as j:      # creates config/ if missing (journaled)
             bak_updated = False
             if loaded.main.usable and old is not None:
                 try:

@@ -518,12 +518,8 @@ def plan_undo(store, rec: OpRecord) -> list[UndoStep]:
             else:
                 steps.append(UndoStep(e, "conflict", f"size is {size}, expected {e['new_len']}"))
         elif kind == "create_dir":
-            if not path.is_dir():
-                steps.append(UndoStep(e, "skip", "already as before"))
-            elif any(path.iterdir()):
-                steps.append(UndoStep(e, "skip", "created by the op, not empty now: kept"))
-            else:
-                steps.append(UndoStep(e, "restore"))
+            # removed at its turn if empty by then (the op's files in it go first)
+            steps.append(UndoStep(e, "restore") if path.is_dir() else UndoStep(e, "skip", "already as before"))
         elif kind == "write_range":
             h, h_old, n = hash_range(path, e["offset"], e["length"], prefix=e["old_length"])
             if h is not None and h_old == e["sha256_before"] and \
@@ -547,7 +543,12 @@ def _apply(store: Path, rec: OpRecord, step: UndoStep) -> None:
         restore_file_durably(path, saved, e["sha256_before"], mode=e.get("mode"))
         OWN.restore_fields(path, e)
     elif kind == "create_dir":
-        os.rmdir(path)
+        try:
+            os.rmdir(path)
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                raise
+            return      # something else lives there now: kept
         fsync_dir(path.parent)
     elif kind == "create_file":
         if path.exists():
