@@ -86,6 +86,9 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
             return Exit.PROBLEMS
         return Exit.OK if ctx.plan.nothing_to_do else Exit.PROBLEMS
 
+    from rmqctl.store.ownership import check_can_keep
+
+    check_can_keep(root)        # before anything changes: new files must get the store's owner
     with store_write_lock(root):
         # the store is read after the rollback: a killed run's changes must not shape the plan
         settled = J.settle_unfinished(root)

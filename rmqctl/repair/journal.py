@@ -101,10 +101,10 @@ def write_file_durably(path: Path, data: bytes, *, mode: int | None = None) -> N
             os.fsync(fd)
         finally:
             os.close(fd)
+        os.replace(tmp, path)
     except BaseException:
         _unlink_quietly(tmp)
         raise
-    os.replace(tmp, path)
     fsync_dir(path.parent)
 
 
