@@ -5,6 +5,7 @@ bytes. The steps are counted from the uninterrupted run's journal, so every step
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,12 @@ KILL = "RMQCTL_TEST_KILL_AFTER"
 def prepared(tmp: Path, name: str, fault) -> Path:
     F.copy_store(FIXTURES / "stores" / name, tmp / name)
     root = tmp / name / "store"
-    if fault is not None:
+    if isinstance(fault, str):
+        for argv in SETUPS[fault]:
+            r = run_cli(*_argv(argv, root))
+            assert r.returncode == 0, r.stderr
+        shutil.rmtree(root / "rmqctl-quarantine")     # the edit under test is the only op
+    elif fault is not None:
         inj = fault(root)
         assert inj is None or Path(inj.path).exists()
     return root
@@ -48,7 +54,16 @@ MODES = [
     ("offsets-set", "basic-multifile-v4", None,
      ["config", "offsets", "set", "{S}", "-g", "G1", "-t", "T1", "-q", "0", "--offset", "7"]),
     ("topics-create", "basic-multifile-v5", None, ["config", "topics", "create", "{S}", "NewTopic"]),
+    ("topics-delete", "basic-multifile-v4", "topics", ["config", "topics", "delete", "{S}", "NewTopic"]),
+    ("config-restore", "basic-multifile-v4", "set-twice", ["config", "restore", "{S}", "delayOffset", "--from-bak"]),
 ]
+
+# config states the edits start from, made by uninterrupted runs
+SETUPS = {
+    "topics": [["config", "topics", "create", "{S}", "NewTopic"], ["config", "topics", "create", "{S}", "Other"]],
+    "set-twice": [["config", "set", "{S}", "delayOffset", "offsetTable.1", "5"],
+                  ["config", "set", "{S}", "delayOffset", "offsetTable.2", "6"]],
+}
 
 
 def tree(root: Path) -> tuple[dict, list]:

@@ -19,7 +19,11 @@ Use::
 
 Each ``before_*`` call copies what is about to go into ``files/``, appends an entry and fsyncs both
 *before* returning, so the action that follows is always covered. Leaving the ``with`` block appends
-``{"kind": "committed"}`` (or ``"aborted"`` with the error when an exception escapes).
+``{"kind": "committed"}``; when an exception escapes it appends ``"aborted"`` and rolls the op back at
+once. An op left open by a kill (or aborted and not rolled back) is rolled back by the next
+``Journal.begin`` (settle_unfinished) before anything else changes. Directories an op creates are
+journaled (``create_dir``) and removed by undo when empty. Every file written keeps the owner, group
+and mode of what it replaces, or takes its directory's (rmqctl.store.ownership).
 
 Entry kinds and fields: ``replace_file`` / ``create_file`` / ``delete_file`` (path, saved,
 sha256_before/sha256_after of the whole content, size_before/size_after), ``truncate_file`` (path,
@@ -700,7 +704,8 @@ def settle_unfinished(store) -> list[str]:
             undo(store, rec.name, _unfinished=True)
         except ProblemsFound as e:
             raise ProblemsFound(f"an interrupted rmqctl operation ({rec.name}) cannot be rolled back: {e.message}; "
-                                "see `rmqctl undo --list`", path=e.path) from e
+                                f"nothing changed; `rmqctl undo {store} --op {rec.name} --force` restores "
+                                "what it saved", path=e.path) from e
         shutil.rmtree(rec.dir, ignore_errors=True)
         fsync_dir(rec.dir.parent)
         done.append(rec.name)
