@@ -176,3 +176,18 @@ def test_quarantine_rerun_after_first_step_dispatches_every_slot(tmp_path):
     assert r.returncode == 1, r.stderr
     assert b"rolled_back_first" in r.stdout
     assert tree_hashes(root) == tree_hashes(ref)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_undo_instead_of_rerun_after_a_kill(tmp_path, n):
+    """The operator may also take the killed repair back instead of finishing it."""
+    root = prepared(tmp_path, "crash-multifile-v5", F.flip_body_bit)
+    original = tree(root)
+    args = ["recover", "--on-corruption", "quarantine", "--config", root.parent / "manifest.json", root]
+    assert run_cli(*args, env={KILL: str(n)}).returncode == 137
+    assert tree(root) != original
+    r = run_cli("undo", root)
+    assert r.returncode == 0, r.stderr
+    assert tree(root) == original
+    # and a later repair starts clean from there (the undone op is not rolled back twice)
+    assert run_cli(*args).returncode == 1
