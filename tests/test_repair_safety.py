@@ -268,3 +268,37 @@ def test_a_failed_config_edit_is_rolled_back_at_once(cli, tmp_path, monkeypatch)
     assert calls[0] >= 2 and code == 8, err
     assert (tree_hashes(root), dirs(root)) == before
     assert [r.state for r in jn.list_ops(root)] == ["undone"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_undo_on_a_really_full_tmpfs_refuses_and_changes_nothing(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=True)
+    try:
+        store = mnt / "store"
+        (store / "commitlog").mkdir(parents=True)
+        seg = store / "commitlog" / "00000000000000000000"
+        seg.write_bytes(os.urandom(1536 << 10))
+        orig = seg.read_bytes()
+        with jn.Journal.begin(store, "cut") as j:      # the tail is saved (a copy), then cut
+            j.before_truncate(seg, 0)
+            os.truncate(seg, 0)
+        fill = mnt / "fill"
+        fd = os.open(fill, os.O_WRONLY | os.O_CREAT)   # what was written since: the disk is full
+        try:
+            while True:
+                os.write(fd, bytes(4096))
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        r = run_cli("undo", store)
+        assert r.returncode == 8, r.stderr
+        assert f"needs {len(orig)} bytes".encode() in r.stderr and b"nothing restored" in r.stderr
+        assert seg.stat().st_size == 0 and jn.list_ops(store)[0].state == "committed"
+        fill.unlink()
+        assert run_cli("undo", store).returncode == 0
+        assert seg.read_bytes() == orig
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

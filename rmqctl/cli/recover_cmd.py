@@ -68,10 +68,11 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
     from rmqctl.store.lock import store_write_lock
 
     root = Path(store_dir)
-    if not (root / "commitlog").is_dir():
-        # before the lock: nothing may be created in a directory that is not a store
-        raise UsageError("not a RocketMQ store: no commitlog/ directory", path=root)
     config = _config(root, conf)
+    if not Store.open(root, config).looks_like_store():
+        # before the lock: nothing may be created in a directory that is not a store
+        raise UsageError("not a RocketMQ store: no commitlog/, consumequeue/, index/, config/ or checkpoint",
+                         path=root)
     if dry_run:
         store = Store.open(root, config)
         total = sum(f.size for f in store.commitlog.files)
@@ -79,7 +80,12 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
         try:
             with _progress(total, "planning") as pg:
                 ctx = build(store, staging, pg)
-            _emit(ctx, as_json, {"dry_run": True})
+            extra = {"dry_run": True}
+            unfinished = [r.name for r in J.list_ops(root) if r.state in ("open", "aborted")]
+            if unfinished:
+                extra["rolled_back_first"] = (", ".join(unfinished) + " (interrupted; a real run rolls it back "
+                                              "first, this plan is of the store as the interruption left it)")
+            _emit(ctx, as_json, extra)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         if ctx.plan.problems:
