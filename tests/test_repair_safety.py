@@ -232,23 +232,24 @@ def test_second_rmqctl_is_told_another_rmqctl_holds_the_lock(tmp_path):
             p.wait()
 
 
-def test_disk_full_rollback_names_only_what_exists(cli, tmp_path, monkeypatch):
+@pytest.mark.parametrize("call", ["pwrite", "write"])   # applying (journal kept) / staging (nothing journaled)
+def test_disk_full_rollback_names_only_what_exists(cli, tmp_path, monkeypatch, call):
     root = copy("crash-multifile-v5", tmp_path)
     F.torn_tail(root)
     before = tree_hashes(root)
-    real = os.pwrite
+    real = getattr(os, call)
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(os, "pwrite", full)
+    monkeypatch.setattr(os, call, full)
     code, out, stderr = cli("recover", "--config", str(conf(root)), str(root))
-    monkeypatch.setattr(os, "pwrite", real)
+    monkeypatch.setattr(os, call, real)
     assert code == 8 and "disk full" in stderr and "unchanged" in stderr, stderr
     assert tree_hashes(root) == before
-    for word in stderr.split():
-        if "rmqctl-quarantine" in word:
-            assert Path(word.strip("()")).exists(), stderr
+    named = [w.strip("()") for w in stderr.split() if "rmqctl-quarantine" in w]
+    assert all(Path(w).exists() for w in named), stderr
+    assert bool(named) == (root / "rmqctl-quarantine").exists(), stderr
 
 
 def test_a_failed_config_edit_is_rolled_back_at_once(cli, tmp_path, monkeypatch):
