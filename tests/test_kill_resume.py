@@ -32,8 +32,7 @@ def prepared(tmp: Path, name: str, fault) -> Path:
 
 
 def _behind_a_queue(root):
-    inj = F.cq_behind(root)
-    return inj
+    return F.cq_behind(root)
 
 
 def _index_cycle(root):
@@ -91,15 +90,11 @@ def _journal_steps(root) -> int:
     return sum(1 for e in lines if "seq" in e)
 
 
-def _queue_of(root):
-    """The queue cq_behind picks (the busiest), for the filtered rebuild."""
-    return F._busiest_queue(root)
-
-
 @pytest.mark.parametrize("mode,fixture,fault,argv", MODES, ids=[m[0] for m in MODES])
 def test_kill_at_every_step_then_rerun_converges(tmp_path, mode, fixture, fault, argv):
     ref = prepared(tmp_path / "ref", fixture, fault)
-    topic, qid = _queue_of(ref) if "{T}" in argv else (None, None)
+    # the filtered rebuild names the queue cq_behind damages (the busiest)
+    topic, qid = F._busiest_queue(ref) if "{T}" in argv else (None, None)
     original = tree(ref)
     r = run_cli(*_argv(argv, ref, topic, qid))
     assert r.returncode in (0, 1), r.stderr

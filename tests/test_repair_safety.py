@@ -3,13 +3,10 @@ directories and lock files rmqctl created are removed again, a second rmqctl is 
 from __future__ import annotations
 
 import errno
-import fcntl
-import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
