@@ -91,7 +91,7 @@ def test_conflict_refuses_and_changes_nothing(store):
     assert (a.read_bytes(), b.read_bytes()) == (b"A0", b"B0")
 
 
-def test_aborted_op_is_recorded_and_undoable(store):
+def test_aborted_op_is_recorded_and_rolled_back(store):
     a = store / "config/a"
     a.write_bytes(b"A0")
     with pytest.raises(RuntimeError):
@@ -99,8 +99,8 @@ def test_aborted_op_is_recorded_and_undoable(store):
             j.before_write(a, b"A1")
             jn.write_file_durably(a, b"A1")
             raise RuntimeError("boom")
-    assert jn.list_ops(store)[0].state == "aborted"
-    jn.undo(store)
+    kinds = [e["kind"] for e in _entries(j)]
+    assert kinds[-2:] == ["aborted", "undone"]
     assert a.read_bytes() == b"A0"
 
 
@@ -163,3 +163,40 @@ def test_undo_of_big_files_streams_with_flat_memory(store):
     with pytest.raises(ProblemsFound):
         jn.undo(store)
     assert hashlib.sha256(seg[2].read_bytes()).hexdigest() == zeroed
+
+
+def test_next_op_rolls_back_a_killed_one_first(store):
+    """A killed op (no end line) is rolled back by the next begin(), its folder dropped; a torn range
+    write (neither old nor new bytes) is restored from its saved copy."""
+    a = store / "config/a"
+    a.write_bytes(b"A0")
+    seg = store / "commitlog/00000000000000000000"
+    seg.write_bytes(bytes(64))
+    j = jn.Journal.begin(store, "killed")
+    j.before_write(a, b"A1")
+    jn.write_file_durably(a, b"A1")
+    j.before_write_range(seg, 8, b"\xff" * 8)
+    with open(seg, "r+b") as f:
+        f.seek(8)
+        f.write(b"\xff" * 3)          # torn: killed mid-write
+    j.close()
+    assert jn.list_ops(store)[0].state == "open"
+    with jn.Journal.begin(store, "next") as j2:
+        pass
+    assert j2.rolled_back == [j.name]
+    assert a.read_bytes() == b"A0" and seg.read_bytes() == bytes(64)
+    assert [r.op for r in jn.list_ops(store)] == ["next"]
+
+
+def test_a_killed_op_whose_files_changed_since_blocks_the_next_one(store):
+    a = store / "config/a"
+    a.write_bytes(b"A0")
+    j = jn.Journal.begin(store, "killed")
+    j.before_write(a, b"A1")
+    jn.write_file_durably(a, b"A1")
+    j.close()
+    a.write_bytes(b"someone else")
+    with pytest.raises(ProblemsFound, match="interrupted rmqctl operation"):
+        jn.Journal.begin(store, "next")
+    assert a.read_bytes() == b"someone else"
+    assert [r.op for r in jn.list_ops(store)] == ["killed"]

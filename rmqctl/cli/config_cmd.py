@@ -80,7 +80,12 @@ def _load_for_write(where, name) -> tuple[Loaded, dict]:
     empty file (a fresh store). A main the broker loads as EMPTY (misspelt or null table) -> refused while
     .bak holds entries (the edit would bury them), else edited as it is. Anything else unusable -> refuse,
     exit 4, nothing written."""
-    ld = load_config(locate(where, name))
+    from rmqctl.config.persist import settle_before_edit
+
+    target = locate(where, name)
+    ctx = click.get_current_context(silent=True)
+    settle_before_edit(target.store, dry_run=bool(ctx and ctx.params.get("dry_run")))
+    ld = load_config(target)
     if ld.target.kind.binary:
         raise UsageError(f"{ld.target.kind.filename} is binary; rmqctl does not edit it")
     if ld.verdict in (FAIL, EMPTY):
@@ -382,9 +387,11 @@ def restore(target, name, from_bak, dry_run, force, as_json):
     Example:
       rmqctl config restore /data/rocketmq/store consumerOffset --from-bak --dry-run
     """
-    from rmqctl.config.persist import restore_from_bak
+    from rmqctl.config.persist import restore_from_bak, settle_before_edit
 
-    ld = load_config(locate(target, name))
+    where = locate(target, name)
+    settle_before_edit(where.store, dry_run=dry_run)
+    ld = load_config(where)
     res = restore_from_bak(ld, force=force, dry_run=dry_run, op=f"config-restore-{ld.kind.name}")
     if as_json:
         _emit_json({"path": str(res.path), "changed": res.changed, "written": res.written, "journal": res.journal,

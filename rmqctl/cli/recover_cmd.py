@@ -59,30 +59,49 @@ def _emit(ctx, as_json: bool, extra: dict) -> None:
 
 
 def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str, build) -> int:
-    """Shared driver: lock, journal (resumed after a kill), build the plan in staging, apply, and on
-    any failure roll back what was done so the store is left as it was."""
+    """Shared driver: lock, roll back an op a killed run left unfinished, journal, build the plan in
+    staging, apply, and on any failure roll back what was done so the store is left as it was."""
+    from rmqctl.repair import journal as J
     from rmqctl.repair import journal_ops as JO
     from rmqctl.repair import recover as R
     from rmqctl.store.layout import Store
     from rmqctl.store.lock import store_write_lock
 
     root = Path(store_dir)
-    store = Store.open(root, _config(root, conf))
-    total = sum(f.size for f in store.commitlog.files)
+    config = _config(root, conf)
+    if not Store.open(root, config).looks_like_store():
+        # before the lock: nothing may be created in a directory that is not a store
+        raise UsageError("not a RocketMQ store: no commitlog/, consumequeue/, index/, config/ or checkpoint",
+                         path=root)
     if dry_run:
+        store = Store.open(root, config)
+        total = sum(f.size for f in store.commitlog.files)
         staging = R.make_staging(None)
         try:
             with _progress(total, "planning") as pg:
                 ctx = build(store, staging, pg)
-            _emit(ctx, as_json, {"dry_run": True})
+            extra = {"dry_run": True}
+            unfinished = [r.name for r in J.list_ops(root) if r.state in ("open", "aborted")]
+            if unfinished:
+                extra["rolled_back_first"] = (", ".join(unfinished) + " (interrupted; a real run rolls it back "
+                                              "first, this plan is of the store as the interruption left it)")
+            _emit(ctx, as_json, extra)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         if ctx.plan.problems:
             return Exit.PROBLEMS
         return Exit.OK if ctx.plan.nothing_to_do else Exit.PROBLEMS
 
+    from rmqctl.store.ownership import check_can_keep
+
+    check_can_keep(root)        # before anything changes: new files must get the store's owner
     with store_write_lock(root):
+        # the store is read after the rollback: a killed run's changes must not shape the plan
+        settled = J.settle_unfinished(root)
+        store = Store.open(root, config)
+        total = sum(f.size for f in store.commitlog.files)
         j = JO.open_journal(root, op)
+        j.rolled_back = settled + j.rolled_back
         staging = j.dir / "staging"
         try:
             R.make_staging(staging)
@@ -103,16 +122,23 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
                 R.apply(store, ctx, j, progress=pg)
             JO.committed(j)
         except BaseException as e:
-            _rollback(root, j, e)
+            ok = _rollback(root, j, e)
             if isinstance(e, OSError):
                 what = {errno.ENOSPC: "disk full", errno.EROFS: "read-only file system",
                         errno.EDQUOT: "disk quota exceeded"}.get(e.errno, e.strerror or str(e))
-                raise IOFailure(f"{what}; every change was rolled back, the store is unchanged "
-                                f"(journal: {j.dir})", path=e.filename or root) from e
+                if not ok:
+                    raise IOFailure(f"{what}; the rollback is incomplete: run `rmqctl undo {root} --op {j.name}`",
+                                    path=e.filename or root) from e
+                kept = f" (rolled-back journal kept in {j.dir})" if j.dir.exists() else ""
+                raise IOFailure(f"{what}; every change was rolled back, the store is unchanged{kept}",
+                                path=e.filename or root) from e
             raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    _emit(ctx, as_json, {"applied": True, "journal": str(j.dir), "undo": f"rmqctl undo {root} --op {j.name}"})
+    extra = {"applied": True, "journal": str(j.dir), "undo": f"rmqctl undo {root} --op {j.name}"}
+    if j.rolled_back:
+        extra["rolled_back_first"] = ", ".join(j.rolled_back)
+    _emit(ctx, as_json, extra)
     return Exit.FIXED
 
 
@@ -128,7 +154,7 @@ def _drop_if_empty(j) -> None:
             pass
 
 
-def _rollback(root: Path, j, exc) -> None:
+def _rollback(root: Path, j, exc) -> bool:
     from rmqctl.repair import journal as J
     from rmqctl.repair import journal_ops as JO
 
@@ -138,11 +164,13 @@ def _rollback(root: Path, j, exc) -> None:
         pass
     try:
         if J.read_op(j.dir).entries:
-            J.undo(root, op=j.name, force=True)
+            J.undo(root, op=j.name, force=True, _unfinished=True)
         else:
             _drop_if_empty(j)
+        return True
     except (OSError, RmqError) as e2:
         sys.stderr.write(f"rmqctl: rollback incomplete ({e2}); run `rmqctl undo {root} --op {j.name}`\n")
+        return False
 
 
 @click.command(epilog=RECOVER_EXITS)

@@ -23,8 +23,9 @@ def undo(store, op, list_ops, dry_run, force, as_json):
 
     Entries are restored in reverse order; a file already back to its old content is skipped, so
     undo can be re-run after an interruption. Refuses while a broker holds the store lock, and
-    refuses (changing nothing) when a file was changed after the operation, unless --force.
-    Undoing an operation twice is a no-op.
+    refuses (changing nothing) when a file was changed after the operation, unless --force, or when
+    the disk lacks the space that restoring needs (saved hard links are renamed back and need none).
+    Directories the operation created are removed again. Undoing an operation twice is a no-op.
 
     \b
     Example:
@@ -44,6 +45,10 @@ def undo(store, op, list_ops, dry_run, force, as_json):
             else:
                 click.echo(f"{rec.name}  {rec.state:<9}  {len(rec.entries)} action(s)")
         return Exit.OK
+    if not dry_run:
+        from rmqctl.store.ownership import check_can_keep
+
+        check_can_keep(store)
     with store_lock(store, force):
         res = journal.undo(store, op, force=force, dry_run=dry_run)
     if as_json:
@@ -57,7 +62,8 @@ def undo(store, op, list_ops, dry_run, force, as_json):
     for s in res.steps:
         verb = {"restore": "would restore" if dry_run else "restored", "skip": "unchanged",
                 "conflict": "would overwrite" if dry_run else "overwrote"}[s.action]
-        what = {"create_file": "removed created file"}.get(s.entry["kind"], s.entry["kind"])
+        what = {"create_file": "removed created file", "create_dir": "removed created directory"}.get(
+            s.entry["kind"], s.entry["kind"])
         click.echo(f"{verb}: {s.entry['path']} ({what}{'; ' + s.reason if s.reason else ''})")
     click.echo(f"{res.op.name}: " + ("dry run, nothing changed" if dry_run else "undone"))
     return Exit.OK

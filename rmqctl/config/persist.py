@@ -42,6 +42,22 @@ def store_lock(store: Path, force: bool):
         yield
 
 
+def settle_before_edit(store: Path, *, dry_run: bool = False) -> list[str]:
+    """Roll back an rmqctl op a killed run left unfinished, before the edit reads the file: the edit
+    then starts from what the last complete op left (a killed `config set` re-run converges). Skipped
+    for a dry run and while a broker holds the lock (persist reports that)."""
+    from rmqctl.errors import StoreLockedError
+    from rmqctl.repair.journal import settle_unfinished
+
+    if dry_run:
+        return []
+    try:
+        with store_lock(store, False):
+            return settle_unfinished(store)
+    except StoreLockedError:
+        return []
+
+
 @dataclass
 class PersistResult:
     path: Path
@@ -163,11 +179,10 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
             raise RmqError("the file changed while rmqctl was preparing the edit; nothing written, try again",
                            path=path)
         mode = file_mode_or_default(path)
-        path.parent.mkdir(exist_ok=True)
         bak_updated = False
         cur_bak = None
         try:
-            with Journal.begin(target.store, op) as j:
+            with Journal.begin(target.store, op) as j:      # creates config/ if missing (journaled)
                 if rotate:
                     try:
                         cur_bak = bak.read_bytes()
@@ -185,6 +200,13 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
         return PersistResult(path, diff, True, True, j.name, bak_updated, bak_note)
 
 
+def _read_or_none(p: Path):
+    try:
+        return p.read_bytes()
+    except OSError:
+        return None
+
+
 def _failed_write(e: OSError, path: Path, data: bytes, bak: Path, old_bak, mode) -> str:
     """One line for a write that failed part-way (full disk, read-only, I/O error); puts a rotated .bak back.
     ``old_bak``: False when .bak was not touched, else its previous bytes (None: it did not exist)."""
@@ -197,7 +219,9 @@ def _failed_write(e: OSError, path: Path, data: bytes, bak: Path, old_bak, mode)
         return f"{why} after the new content was in place (not confirmed on disk); `rmqctl undo` reverts it"
     if old_bak is not False:
         try:
-            if old_bak is None:
+            if old_bak is None and not bak.exists() or old_bak is not None and _read_or_none(bak) == old_bak:
+                pass  # the journal's rollback already put it back
+            elif old_bak is None:
                 bak.unlink()
             else:
                 write_file_durably(bak, old_bak, mode=mode)

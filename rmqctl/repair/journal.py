@@ -19,7 +19,11 @@ Use::
 
 Each ``before_*`` call copies what is about to go into ``files/``, appends an entry and fsyncs both
 *before* returning, so the action that follows is always covered. Leaving the ``with`` block appends
-``{"kind": "committed"}`` (or ``"aborted"`` with the error when an exception escapes).
+``{"kind": "committed"}``; when an exception escapes it appends ``"aborted"`` and rolls the op back at
+once. An op left open by a kill (or aborted and not rolled back) is rolled back by the next
+``Journal.begin`` (settle_unfinished) before anything else changes. Directories an op creates are
+journaled (``create_dir``) and removed by undo when empty. Every file written keeps the owner, group
+and mode of what it replaces, or takes its directory's (rmqctl.store.ownership).
 
 Entry kinds and fields: ``replace_file`` / ``create_file`` / ``delete_file`` (path, saved,
 sha256_before/sha256_after of the whole content, size_before/size_after), ``truncate_file`` (path,
@@ -35,19 +39,36 @@ undone, so repeated ``undo`` walks back through history.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from rmqctl.errors import IOFailure, ProblemsFound, UsageError
+from rmqctl.store import ownership as OWN
 
 QUARANTINE = "rmqctl-quarantine"
 JOURNAL = "journal.jsonl"
+
+
+_KILL_STEP = [0]
+
+
+def kill_point(label: str = "") -> None:
+    """Test hook: RMQCTL_TEST_KILL_AFTER=N makes the process die (like kill -9) after the N-th
+    journaled action of this run. Costs one dict lookup when unset."""
+    n = os.environ.get("RMQCTL_TEST_KILL_AFTER")
+    if not n:
+        return
+    _KILL_STEP[0] += 1
+    if _KILL_STEP[0] >= int(n):
+        os._exit(137)
 
 
 def sha256(data: bytes) -> str:
@@ -73,15 +94,29 @@ def write_file_durably(path: Path, data: bytes, *, mode: int | None = None) -> N
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            OWN.keep(tmp, path)
+            if mode is not None:
+                os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
     fsync_dir(path.parent)
+
+
+def _unlink_quietly(path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _read(path: Path) -> bytes | None:
@@ -178,8 +213,20 @@ def verify_saved(src: Path, expect_sha: str | None) -> None:
 
 
 def restore_file_durably(path: Path, saved: Path, expect_sha: str, *, mode: int | None = None) -> None:
-    """write_file_durably from a saved copy, streamed: tmp beside the target, checked, fsynced, renamed."""
+    """Put a saved copy back at `path`, checked against its sha256 first. On the same file system the
+    saved file itself is renamed back (no copy, no space needed: recover saves hard links); else it is
+    streamed into a tmp beside the target, fsynced and renamed."""
     path = Path(path)
+    verify_saved(saved, expect_sha)
+    try:
+        same_fs = os.stat(saved).st_dev == os.stat(path.parent).st_dev
+    except FileNotFoundError:
+        same_fs = False
+    if same_fs:
+        fsync_file(saved)
+        os.replace(saved, path)
+        fsync_dir(path.parent)
+        return
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
     try:
@@ -198,6 +245,14 @@ def restore_file_durably(path: Path, saved: Path, expect_sha: str, *, mode: int 
     fsync_dir(path.parent)
 
 
+def fsync_file(path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class Journal:
     """One operation's quarantine folder and journal. Create with ``Journal.begin``."""
 
@@ -207,26 +262,37 @@ class Journal:
         self.op = op
         self.seq = 0
         self._fh = None
+        self._acted = False          # an action was journaled: the next entry (or commit) follows it
+        self.rolled_back: list[str] = []   # interrupted ops settled by begin()
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
     def begin(cls, store, op: str) -> "Journal":
+        """Start a new op. Ops a killed run left unfinished are rolled back first (settle_unfinished),
+        so every op starts from a store some complete op left. The caller holds the store lock."""
         store = Path(store)
+        settled = settle_unfinished(store)
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", op) or "op"
         root = store / QUARANTINE
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
         try:
-            root.mkdir(exist_ok=True)
+            OWN.check_can_keep(store)
+            if not root.exists():
+                root.mkdir()
+                OWN.like_parent(root, directory=True)
             folder = root / f"{stamp}-{safe}"
             n = 1
             while folder.exists():
                 n += 1
                 folder = root / f"{stamp}-{safe}.{n}"
-            (folder / "files").mkdir(parents=True)
+            for d in (folder, folder / "files"):
+                d.mkdir()
+                OWN.like_parent(d, directory=True)
         except OSError as e:
             raise IOFailure(f"cannot create the quarantine folder: {e.strerror or e}", path=root) from e
         fsync_dir(root)
         j = cls(store, folder, op)
+        j.rolled_back = settled
         j._append({"kind": "begin", "op": op, "store": str(store.resolve()), "pid": os.getpid()})
         return j
 
@@ -235,11 +301,30 @@ class Journal:
 
     def __exit__(self, et, ev, tb):
         if et is None:
-            self._append({"kind": "committed"})
-        else:
+            self.commit()
+            return False
+        try:
             self._append({"kind": "aborted", "error": f"{et.__name__}: {ev}"})
+        except OSError:
+            pass
         self.close()
+        # a failed op is rolled back at once; if that fails too, the next op's begin() finishes it
+        try:
+            undo(self.store, self.dir.name, force=True, _unfinished=True)
+        except (OSError, ProblemsFound, UsageError):
+            pass
         return False
+
+    def commit(self) -> None:
+        self.step_done()
+        self._append({"kind": "committed"})
+        self.close()
+
+    def step_done(self) -> None:
+        """Called before each new entry: the previous action is complete (the kill test's hook)."""
+        if self._acted:
+            kill_point()
+            self._acted = False
 
     def close(self) -> None:
         if self._fh is not None:
@@ -255,9 +340,13 @@ class Journal:
         entry = {"at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **entry}
         if self._fh is None:
             self._fh = open(self.dir / JOURNAL, "a", encoding="utf-8")
+            OWN.like_parent(self.dir / JOURNAL, fd=self._fh.fileno())
             first = True
         else:
             first = False
+        if entry.get("kind") in _ACTIONS:
+            self.step_done()
+            self._acted = True
         self._fh.write(json.dumps(entry, sort_keys=False) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
@@ -276,6 +365,7 @@ class Journal:
         rel = f"files/{self.seq:04d}-{Path(path).name}"
         fd = os.open(self.dir / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
+            OWN.like_parent(self.dir / rel, fd=fd)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -290,14 +380,14 @@ class Journal:
         path = Path(path)
         old = _read(path)
         if old is None:
+            self.make_dirs(path.parent)
             entry = {"kind": "create_file", "path": self._rel(path), "sha256_after": sha256(new),
                      "size_after": len(new)}
             self.seq += 1
         else:
             entry = {"kind": "replace_file", "path": self._rel(path), "saved": self._save(path, old),
                      "sha256_before": sha256(old), "size_before": len(old),
-                     "sha256_after": sha256(new), "size_after": len(new),
-                     "mode": os.stat(path).st_mode & 0o7777}
+                     "sha256_after": sha256(new), "size_after": len(new), **OWN.stat_fields(os.stat(path))}
         self._append({"seq": self.seq, **entry})
         return entry
 
@@ -307,9 +397,24 @@ class Journal:
         if old is None:
             raise IOFailure("cannot quarantine a file that does not exist", path=path)
         entry = {"kind": "delete_file", "path": self._rel(path), "saved": self._save(path, old),
-                 "sha256_before": sha256(old), "size_before": len(old), "mode": os.stat(path).st_mode & 0o7777}
+                 "sha256_before": sha256(old), "size_before": len(old), **OWN.stat_fields(os.stat(path))}
         self._append({"seq": self.seq, **entry})
         return entry
+
+    def make_dirs(self, directory) -> None:
+        """Create the missing directories down to `directory`, each journaled first (undo removes
+        them again when empty) and owned like its parent."""
+        directory = Path(directory)
+        missing = []
+        while not directory.exists():
+            missing.append(directory)
+            directory = directory.parent
+        for d in reversed(missing):
+            self.seq += 1
+            self._append({"seq": self.seq, "kind": "create_dir", "path": self._rel(d)})
+            d.mkdir()
+            OWN.like_parent(d, directory=True)
+            fsync_dir(d.parent)
 
     def before_truncate(self, path, new_len: int) -> dict:
         path = Path(path)
@@ -346,7 +451,7 @@ class OpRecord:
     begun: str = ""
 
 
-_ACTIONS = {"replace_file", "create_file", "delete_file", "truncate_file", "write_range"}
+_ACTIONS = {"replace_file", "create_file", "delete_file", "truncate_file", "write_range", "create_dir"}
 
 
 def read_op(folder: Path) -> OpRecord:
@@ -416,6 +521,9 @@ def plan_undo(store, rec: OpRecord) -> list[UndoStep]:
                 steps.append(UndoStep(e, "restore"))
             else:
                 steps.append(UndoStep(e, "conflict", f"size is {size}, expected {e['new_len']}"))
+        elif kind == "create_dir":
+            # removed at its turn if empty by then (the op's files in it go first)
+            steps.append(UndoStep(e, "restore") if path.is_dir() else UndoStep(e, "skip", "already as before"))
         elif kind == "write_range":
             h, h_old, n = hash_range(path, e["offset"], e["length"], prefix=e["old_length"])
             if h is not None and h_old == e["sha256_before"] and \
@@ -437,8 +545,15 @@ def _apply(store: Path, rec: OpRecord, step: UndoStep) -> None:
     saved = rec.dir / e["saved"] if e.get("saved") else None
     if kind in ("replace_file", "delete_file"):
         restore_file_durably(path, saved, e["sha256_before"], mode=e.get("mode"))
-        if e.get("mode") is not None:
-            os.chmod(path, e["mode"])
+        OWN.restore_fields(path, e)
+    elif kind == "create_dir":
+        try:
+            os.rmdir(path)
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                raise
+            return      # something else lives there now: kept
+        fsync_dir(path.parent)
     elif kind == "create_file":
         if path.exists():
             os.unlink(path)
@@ -492,25 +607,80 @@ class UndoResult:
     already: bool = False
 
 
-def undo(store, op: str | None = None, *, force: bool = False, dry_run: bool = False) -> UndoResult:
-    """Restore what one op changed. The caller holds the store lock."""
+def space_needed(store, rec: OpRecord, steps) -> int:
+    """Bytes undo must allocate: truncated tails grow back, and saved copies that cannot be renamed
+    back (another file system) are copied."""
+    need = 0
+    for s in steps:
+        if s.action == "skip":
+            continue
+        e = s.entry
+        if e["kind"] == "truncate_file":
+            need += e["old_len"] - e["new_len"]
+        elif e["kind"] in ("replace_file", "delete_file"):
+            saved = rec.dir / e["saved"]
+            path = _abs(store, e["path"])
+            try:
+                if os.stat(saved).st_dev == os.stat(path.parent).st_dev:
+                    continue
+            except OSError:
+                pass
+            need += e.get("size_before", 0)
+    return need
+
+
+def free_space(path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _torn(rec: OpRecord, s: UndoStep) -> bool:
+    """A range write a kill interrupted half-way: neither the old nor the new bytes, but its saved copy
+    is there, so restoring it is safe."""
+    e = s.entry
+    return e["kind"] == "write_range" and (rec.dir / e["saved"]).exists()
+
+
+def undo(store, op: str | None = None, *, force: bool = False, dry_run: bool = False,
+         _unfinished: bool = False) -> UndoResult:
+    """Restore what one op changed. The caller holds the store lock.
+
+    Checks first (nothing changes when one fails): conflicts, and free space for what must be copied.
+    Entries are restored newest first: `abort`, removed last by recover, comes back first, so the
+    store looks unclean to the broker until undo is complete. Any error names the file."""
     store = Path(store)
     rec = find_op(store, op)
     if rec.state == "undone":
         return UndoResult(rec, [], already=True)
     steps = plan_undo(store, rec)
-    conflicts = [s for s in steps if s.action == "conflict"]
+    conflicts = [s for s in steps if s.action == "conflict"
+                 and not ((_unfinished or rec.state in ("open", "aborted")) and _torn(rec, s))]
     if conflicts and not force:
         s = conflicts[0]
         raise ProblemsFound(f"cannot undo {rec.name}: {s.reason} ({len(conflicts)} conflict(s)); "
                             "nothing restored (--force restores anyway)", path=_abs(store, s.entry["path"]))
     if dry_run:
         return UndoResult(rec, steps)
+    need = space_needed(store, rec, steps)
+    if need:
+        free = free_space(store)
+        if need > free:
+            raise IOFailure(f"not enough free space to undo {rec.name}: it needs {need} bytes, {free} are free; "
+                            "nothing restored", path=store)
+    todo = [s for s in steps if s.action == "restore" or s.action == "conflict"]
     j_fh = open(rec.dir / JOURNAL, "a", encoding="utf-8")
     try:
-        for s in steps:
-            if s.action == "restore" or (s.action == "conflict" and force):
+        for i, s in enumerate(todo):
+            path = _abs(store, s.entry["path"])
+            try:
                 _apply(store, rec, s)
+            except OSError as e:
+                what = {errno.ENOSPC: "disk full", errno.EROFS: "read-only file system",
+                        errno.EDQUOT: "disk quota exceeded"}.get(e.errno, e.strerror or str(e))
+                raise IOFailure(f"undo of {rec.name} stopped: {what}; {i} of {len(todo)} restored, the rest "
+                                "untouched; free space and run `rmqctl undo` again to finish",
+                                path=e.filename or path) from e
+            kill_point("undo")
         stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         j_fh.write(json.dumps({"at": stamp, "kind": "undone", "epoch_ms": int(time.time() * 1000)}) + "\n")
         j_fh.flush()
@@ -519,3 +689,24 @@ def undo(store, op: str | None = None, *, force: bool = False, dry_run: bool = F
         j_fh.close()
     rec.state = "undone"
     return UndoResult(rec, steps)
+
+
+def settle_unfinished(store) -> list[str]:
+    """Roll back every op that a killed run left unfinished (open, or aborted and not yet rolled back),
+    oldest last, and remove its quarantine folder: all it saved is back in the store, checked by sha256.
+    A re-run then starts from the store as it was, and produces what an uninterrupted run would.
+    Refuses (ProblemsFound, nothing changed) when a file changed since the op, e.g. a broker ran."""
+    done = []
+    for rec in reversed(list_ops(store)):
+        if rec.state not in ("open", "aborted"):
+            continue
+        try:
+            undo(store, rec.name, _unfinished=True)
+        except ProblemsFound as e:
+            raise ProblemsFound(f"an interrupted rmqctl operation ({rec.name}) cannot be rolled back: {e.message}; "
+                                f"nothing changed; `rmqctl undo {store} --op {rec.name} --force` restores "
+                                "what it saved", path=e.path) from e
+        shutil.rmtree(rec.dir, ignore_errors=True)
+        fsync_dir(rec.dir.parent)
+        done.append(rec.name)
+    return done

@@ -9,8 +9,8 @@ journal.py copies whatever it saves through memory, which is right for config fi
 * write_range streams the overwritten range into the quarantine in 1 MiB chunks.
 
 Order of every action: (1) journal entry fsynced, (2) old bytes saved, (3) the change. A kill between
-(1) and (2) leaves an entry whose saved file is missing while the target is still untouched; `resume`
-finishes step (2) for such entries so that undo never meets a missing saved file.
+(1) and (2) leaves an entry whose saved file is missing while the target is still untouched: undo
+finds the target as it was and skips it. The next op rolls a killed one back before it starts.
 
 Replacement files are built in the op's ``staging/`` folder (never inside commitlog/ or consumequeue/:
 the broker refuses to start on a foreign file name there) and renamed over the target.
@@ -21,25 +21,14 @@ import errno
 import hashlib
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
 from rmqctl.repair import journal as J
+from rmqctl.repair.journal import kill_point  # noqa: F401  (re-exported for callers)
+from rmqctl.store import ownership as OWN
 
 CHUNK = 1 << 20
-_KILL_STEP = [0]
-
-
-def kill_point(label: str = "") -> None:
-    """Test hook: RMQCTL_TEST_KILL_AFTER=N makes the process die (like kill -9) after the N-th
-    journaled action of this run. Costs one dict lookup when unset."""
-    n = os.environ.get("RMQCTL_TEST_KILL_AFTER")
-    if not n:
-        return
-    _KILL_STEP[0] += 1
-    if _KILL_STEP[0] >= int(n):
-        os._exit(137)
 
 
 def sha256_file(path, start: int = 0, length: int | None = None) -> str:
@@ -70,41 +59,11 @@ def sha256_zeros(n: int) -> str:
 # --- opening / resuming an op -------------------------------------------------------------------
 
 def open_journal(store, op: str) -> J.Journal:
-    """Resume the newest op of this name that a killed run left open (no committed/aborted/undone
-    line), else begin a new one. Resuming keeps one undo for the whole repair."""
-    for rec in reversed(J.list_ops(store)):
-        if rec.op != op:
-            continue
-        if rec.state == "open":
-            return _resume(Path(store), rec)
-        break
+    """Begin a new op. An op a killed run left unfinished is rolled back first (Journal.begin), so a
+    re-run computes its plan from the store as it was before, and converges on exactly what an
+    uninterrupted run gives -- also where the first run's own changes would look valid to the re-run
+    (the synthetic record of --on-corruption quarantine)."""
     return J.Journal.begin(store, op)
-
-
-def _resume(store: Path, rec: J.OpRecord) -> J.Journal:
-    j = J.Journal(store, rec.dir, rec.op)
-    seqs = [e.get("seq", 0) for e in rec.entries]
-    files = rec.dir / "files"
-    files.mkdir(exist_ok=True)
-    for name in os.listdir(files):
-        m = re.match(r"(\d+)-", name)
-        if m:
-            seqs.append(int(m.group(1)))
-    j.seq = max(seqs, default=0)
-    # finish step (2) of entries whose saved copy was never made
-    for e in rec.entries:
-        saved = e.get("saved")
-        if not saved or (rec.dir / saved).exists():
-            continue
-        target = store / e["path"]
-        if e["kind"] in ("delete_file", "replace_file") and target.exists() \
-                and sha256_file(target) == e.get("sha256_before"):
-            _link_or_copy(target, rec.dir / saved)
-        elif e["kind"] == "write_range" and target.exists() \
-                and J.hash_range(target, e["offset"], e["old_length"])[0] == e["sha256_before"]:
-            _copy_range(target, e["offset"], e["old_length"], rec.dir / saved)
-    j._append({"kind": "resume", "pid": os.getpid()})
-    return j
 
 
 def staging_dir(j: J.Journal) -> Path:
@@ -132,6 +91,7 @@ def _copy_range(src: Path, offset: int, length: int, dst: Path) -> None:
     try:
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
+            OWN.like_parent(dst, fd=out)
             for data in J._chunks(fd, offset, length):
                 J._write_all(out, data)
             os.fsync(out)
@@ -149,6 +109,7 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
             raise
         shutil.copyfile(src, dst, follow_symlinks=False)
+        OWN.like_file(dst, os.stat(src))
         with open(dst, "rb+") as f:
             os.fsync(f.fileno())
     J.fsync_dir(dst.parent)
@@ -159,12 +120,7 @@ def _next_saved(j: J.Journal, path: Path) -> str:
     return f"files/{j.seq:04d}-{Path(path).name}"
 
 
-def fsync_file(path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+fsync_file = J.fsync_file
 
 
 # --- actions --------------------------------------------------------------------------------------
@@ -175,37 +131,38 @@ def delete_file(j: J.Journal, path, *, sha: str | None = None) -> dict:
     st = os.lstat(path)
     saved = _next_saved(j, path)
     entry = {"kind": "delete_file", "path": j._rel(path), "saved": saved,
-             "sha256_before": sha or sha256_file(path), "size_before": st.st_size, "mode": st.st_mode & 0o7777}
+             "sha256_before": sha or sha256_file(path), "size_before": st.st_size, **OWN.stat_fields(st)}
     j._append({"seq": j.seq, **entry})
     _link_or_copy(path, j.dir / saved)
     os.unlink(path)
     J.fsync_dir(path.parent)
-    kill_point("delete")
     return entry
 
 
 def install_file(j: J.Journal, path, staged: Path) -> dict:
     """Put a file built in staging at `path` (atomic rename), quarantining the old one if present."""
     path, staged = Path(path), Path(staged)
-    fsync_file(staged)
     new_sha = sha256_file(staged)
     new_size = staged.stat().st_size
     if path.exists():
         st = os.lstat(path)
+        OWN.like_file(staged, st)
+        fsync_file(staged)
         saved = _next_saved(j, path)
         entry = {"kind": "replace_file", "path": j._rel(path), "saved": saved,
                  "sha256_before": sha256_file(path), "size_before": st.st_size,
-                 "sha256_after": new_sha, "size_after": new_size, "mode": st.st_mode & 0o7777}
+                 "sha256_after": new_sha, "size_after": new_size, **OWN.stat_fields(st)}
         j._append({"seq": j.seq, **entry})
         _link_or_copy(path, j.dir / saved)
     else:
+        j.make_dirs(path.parent)
+        OWN.keep(staged, path)
+        fsync_file(staged)
         j.seq += 1
         entry = {"kind": "create_file", "path": j._rel(path), "sha256_after": new_sha, "size_after": new_size}
         j._append({"seq": j.seq, **entry})
-        path.parent.mkdir(parents=True, exist_ok=True)
     os.replace(staged, path)
     J.fsync_dir(path.parent)
-    kill_point("install")
     return entry
 
 
@@ -222,6 +179,7 @@ def write_range(j: J.Journal, path, offset: int, data: bytes | None = None, *, z
     try:
         out = os.open(j.dir / saved, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
+            OWN.like_parent(j.dir / saved, fd=out)
             pos = offset
             while pos < offset + length:
                 chunk = os.pread(fd, min(CHUNK, offset + length - pos), pos)
@@ -254,7 +212,6 @@ def write_range(j: J.Journal, path, offset: int, data: bytes | None = None, *, z
         os.fsync(fd)
     finally:
         os.close(fd)
-    kill_point("write_range")
     return entry
 
 
@@ -270,8 +227,7 @@ def delete_small(j: J.Journal, path) -> dict:
 
 
 def committed(j: J.Journal) -> None:
-    j._append({"kind": "committed"})
-    j.close()
+    j.commit()
 
 
 def aborted(j: J.Journal, error: str) -> None:

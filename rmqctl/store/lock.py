@@ -2,17 +2,22 @@
 
 The broker opens `store/lock` read-write and takes FileChannel.tryLock(0, 1, false): on Linux an
 fcntl (POSIX record) lock on byte 0. `flock` does not see it, so we test and take it with lockf.
-The file's existence or content means nothing.
+The file's existence or content means nothing to the broker; rmqctl removes a lock file it had to
+create, and names the holder (F_GETLK) so a second rmqctl is not told a broker is running.
 """
 from __future__ import annotations
 
 import errno
 import fcntl
 import os
+import struct
 from contextlib import contextmanager
 from pathlib import Path
 
 from rmqctl.errors import IOFailure, StoreLockedError
+
+# struct flock on Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
+_FLOCK = "hhqqi4x"
 
 
 def lock_state(store: Path) -> str:
@@ -39,15 +44,51 @@ def lock_state(store: Path) -> str:
         os.close(fd)
 
 
+def holder(fd: int) -> int | None:
+    """The pid holding a lock on byte 0 of the open file, or None."""
+    try:
+        got = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
+    except OSError:
+        return None
+    l_type, _, _, _, pid = struct.unpack(_FLOCK, got)
+    return pid if l_type != fcntl.F_UNLCK and pid > 0 else None
+
+
+def is_rmqctl(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return any(a.endswith(b"rmqctl") or a == b"rmqctl" for a in argv[:3])
+
+
+def _locked_message(fd: int) -> str:
+    pid = holder(fd)
+    if pid is not None and is_rmqctl(pid):
+        return f"another rmqctl (pid {pid}) is changing this store; wait for it to finish"
+    who = f" (pid {pid})" if pid is not None else ""
+    return f"the store lock is held: a broker appears to be running on this store{who}; stop it first"
+
+
 @contextmanager
 def store_write_lock(store: Path, *, force: bool = False):
     """Hold the broker's own lock for the duration of a change, so a broker cannot start meanwhile.
-    Raises StoreLockedError when a running broker holds it (unless force, which only skips the check)."""
+    Raises StoreLockedError when a running broker (or another rmqctl) holds it (unless force, which
+    only skips the check). A lock file that was not there is created for the duration and removed
+    again, so the store is left as it was."""
     path = Path(store) / "lock"
     fd = None
+    created = False
     try:
-        # Opening with O_CREAT is what the broker itself does; the file is harmless.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                created = True
+            except FileExistsError:     # someone created it meanwhile: use theirs
+                fd = os.open(path, os.O_RDWR)
     except OSError as e:
         if not force:
             raise IOFailure(f"cannot open the store lock: {e.strerror}", path=path) from e
@@ -57,12 +98,16 @@ def store_write_lock(store: Path, *, force: bool = False):
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
             except OSError as e:
                 if e.errno in (errno.EAGAIN, errno.EACCES) and not force:
-                    raise StoreLockedError(
-                        "the store lock is held: a broker appears to be running on this store; stop it first",
-                        path=path) from e
+                    raise StoreLockedError(_locked_message(fd), path=path) from e
                 if e.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
         yield
     finally:
         if fd is not None:
+            if created:
+                # unlink while still holding it: a broker that opened it meanwhile fails its tryLock
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
             os.close(fd)  # closing the fd releases the lock
