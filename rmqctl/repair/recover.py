@@ -899,13 +899,20 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
     tids = topics.of(bt)
     if states is not None:
         rows = np.flatnonzero(VD.cq_mask(bt))
+        if skip is not None:
+            rows = skip.drop(rows, tids, topics)
+        multi = None
+        if len(rows) and VD.has_multi_dispatch(bt) and D.multi_dispatch_on(store.config):
+            props = VD.Props(bt)
+            multi = VD.multi_targets(bt, props, rows, tids, topics, D.lmq_on(store.config))
+        if multi is not None:
+            _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, staging, topic, queue, create)
+            rows = rows[:0]
         if topic is not None:
             ok = np.asarray([n == topic for n in topics.names], bool)
             rows = rows[ok[tids[rows]]]
         if queue is not None:
             rows = rows[bt.queue_id[rows] == queue]
-        if skip is not None:
-            rows = skip.drop(rows, tids, topics)
         if len(rows):
             keys = (tids[rows] << 32) | (bt.queue_id[rows] & 0xFFFFFFFF)
             offs, sizes, qoffs = bt.offset, bt.total_size, bt.queue_offset
@@ -946,6 +953,43 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                 props = VD.Props(bt)
             item_row, item_hash = VD.index_items(bt, props, tids, topics, rows)
             rebuilder.dispatch_many(offs[rows], bt.store_timestamp[rows], item_row, item_hash)
+
+
+def _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, staging, topic, queue,
+                    create) -> None:
+    """dispatch_batch's consume queues for a batch with multi-dispatched records (LMQ, 4.9 plain-topic
+    multi-dispatch): every record's own unit plus one unit per target queue at the target's queue offset
+    with the record's tagsCode, each queue's units in commitlog order (a queue may get both)."""
+    import numpy as np
+
+    from rmqctl.repair import vecdispatch as VD
+
+    codes = VD.tags_codes(bt, props, tids, topics, delay, rows)
+    pos, xt, xq, xo = multi
+    sel = np.concatenate((np.arange(len(rows)), pos))
+    tid = np.concatenate((tids[rows], xt))
+    qid = np.concatenate((bt.queue_id[rows].astype(np.int64), xq))
+    qoff = np.concatenate((bt.queue_offset[rows].astype(np.int64), xo))
+    keep = np.ones(len(sel), bool)
+    if topic is not None:
+        keep &= np.asarray([n == topic for n in topics.names], bool)[tid]
+    if queue is not None:
+        keep &= qid == queue
+    sel, tid, qid, qoff = sel[keep], tid[keep], qid[keep], qoff[keep]
+    phys = bt.offset[rows].astype(np.int64)[sel]
+    size = bt.total_size[rows].astype(np.int64)[sel]
+    code = codes[sel]
+    key = (tid << 32) | (qid & 0xFFFFFFFF)
+    order = np.lexsort((phys, key))
+    key, phys, size, code, qoff, qid = key[order], phys[order], size[order], code[order], qoff[order], qid[order]
+    for k, g in VD.groups(key):
+        t, q = topics.names[k >> 32], int(qid[g[0]])
+        st = states.get((t, q))
+        if st is None:
+            if not create:
+                continue
+            st = states[(t, q)] = _new_state(store, staging, t, q)
+        st.put_many(phys[g], size[g], code[g], qoff[g])
 
 
 def _pad_with_filler(st, offset, queue_offset, fillers) -> None:
