@@ -362,6 +362,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
         for f in st.delete_files():
             plan.add(Action("delete_file", _rel(store, f.path), f"consume queue {topic}/{qid}: file holds only "
                             f"units at or after the end of valid data {cut}", group="consumequeue", payload=f.path))
+        _ext_actions(store, plan, st, topic, qid)
 
     # ---- index actions --------------------------------------------------------------------
     if idx is not None:
@@ -938,9 +939,9 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                         o, sz, qo = int(offs[j]), int(sizes[j]), int(qoffs[j])
                         if st.base is not None and qo * 20 > st.end and o + sz > st.max_phys:
                             _pad_with_filler(st, o, qo, fillers)
-                        st.put(o, sz, c, qo)
+                        st.put(o, sz, c, qo, int(bt.store_timestamp[j]))
                 else:
-                    st.put_many(offs[sel], sizes[sel], codes, qoffs[sel])
+                    st.put_many(offs[sel], sizes[sel], codes, qoffs[sel], bt.store_timestamp[sel].astype(np.int64))
     if rebuilder is not None:
         offs = bt.offset
         i0 = int(np.searchsorted(offs, idx_from, "left")) if idx_from is not None else 0
@@ -970,18 +971,20 @@ def _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, 
     tid = np.concatenate((tids[rows], xt))
     qid = np.concatenate((bt.queue_id[rows].astype(np.int64), xq))
     qoff = np.concatenate((bt.queue_offset[rows].astype(np.int64), xo))
+    ts = np.concatenate((bt.store_timestamp[rows].astype(np.int64), np.full(len(pos), -1, np.int64)))
     keep = np.ones(len(sel), bool)
     if topic is not None:
         keep &= np.asarray([n == topic for n in topics.names], bool)[tid]
     if queue is not None:
         keep &= qid == queue
-    sel, tid, qid, qoff = sel[keep], tid[keep], qid[keep], qoff[keep]
+    sel, tid, qid, qoff, ts = sel[keep], tid[keep], qid[keep], qoff[keep], ts[keep]
     phys = bt.offset[rows].astype(np.int64)[sel]
     size = bt.total_size[rows].astype(np.int64)[sel]
     code = codes[sel]
     key = (tid << 32) | (qid & 0xFFFFFFFF)
     order = np.lexsort((phys, key))
-    key, phys, size, code, qoff, qid = key[order], phys[order], size[order], code[order], qoff[order], qid[order]
+    key, phys, size, code, qoff, qid, ts = (key[order], phys[order], size[order], code[order], qoff[order],
+                                            qid[order], ts[order])
     for k, g in VD.groups(key):
         t, q = topics.names[k >> 32], int(qid[g[0]])
         st = states.get((t, q))
@@ -989,7 +992,18 @@ def _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, 
             if not create:
                 continue
             st = states[(t, q)] = _new_state(store, staging, t, q)
-        st.put_many(phys[g], size[g], code[g], qoff[g])
+        st.put_many(phys[g], size[g], code[g], qoff[g], ts[g])
+
+
+def _ext_actions(store, plan, st, topic, qid) -> None:
+    """The consumequeue_ext files of a queue's units (enableConsumeQueueExt)."""
+    for path, staged in st.ext_files():
+        plan.add(Action("write_file" if path.exists() else "create_file", _rel(store, path),
+                        f"consume queue ext {topic}/{qid}: ext units of the consume-queue units written",
+                        group="consumequeue", payload=(path, staged)))
+    for f in st.ext_delete_files():
+        plan.add(Action("delete_file", _rel(store, f.path), f"consume queue ext {topic}/{qid}: after the last ext "
+                        "unit", group="consumequeue", payload=f.path))
 
 
 def _pad_with_filler(st, offset, queue_offset, fillers) -> None:
@@ -1125,7 +1139,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
                 if st is None:
                     st = states[key] = _new_state(store, ctx.staging, r.topic, r.queue_id)
                 st.put(r.offset, r.total_size, RC.tags_code(r.topic, r.properties, r.store_timestamp, delay),
-                       r.queue_offset)
+                       r.queue_offset, r.store_timestamp)
             elif skip is not None and skip.skips(r.topic):
                 skip.count(r.topic)
             else:
@@ -1164,6 +1178,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
             for f in st.delete_files():
                 plan.add(Action("delete_file", _rel(store, f.path), f"consume queue {t}/{q}: no record of the "
                                 "commitlog belongs in this file", group="consumequeue", payload=f.path))
+            _ext_actions(store, plan, st, t, q)
         plan.summary = {"queues": len(states), "units": sum(s.added for s in states.values())}
     else:
         built = rebuilder.finish()
