@@ -119,3 +119,21 @@ def test_recover_redispatches_multi_dispatched_units(cli, tmp_path, name):
     expected = load_manifest(STORES / name)["broker_view"]
     view = read_store(name.rsplit("-", 1)[1], root)
     assert view["recovery"] == "normal" and view["queues"] == expected["queues"]
+
+
+@pytest.mark.parametrize("name", LMQ_FIXTURES)
+def test_stats_lists_multi_dispatched_queues_with_broker_max_offsets(name):
+    """stats (in-process engine): every queue the broker has, LMQ ones included, with the broker's max
+    offset; multi-dispatched units are counted in their queue but not again as messages."""
+    from rmqctl.spark import stats
+
+    bv = load_manifest(STORES / name)["broker_view"]
+    d = stats.compute_local([STORES / name / "store"])
+    got = {(q["topic"], q["queue_id"]): q["max_offset"] for q in d["queues"]}
+    assert got == {k: q["max_offset"] for k, q in _queues(bv).items()}
+    assert d["totals"]["messages"] == len(bv["messages"])
+    multi = {(q["topic"], q["queue_id"]): q.get("multi_dispatched_units", 0) for q in d["queues"]}
+    own = {}
+    for r in bv["messages"]:
+        own[(r["topic"], r["queue_id"])] = own.get((r["topic"], r["queue_id"]), 0) + 1
+    assert multi == {k: len(q["units"]) - own.get(k, 0) for k, q in _queues(bv).items()}

@@ -187,7 +187,8 @@ def _task(splits, acc, opts, kind, stores_cfg, flt):
         acc.add({split.id: status, ("rows", split.id): rows})
 
 
-EXTRA_COLUMNS = {"inner_num": "string"}   # derived: the INNER_NUM property (batch messages), for stats
+# derived, for stats: the INNER_NUM property (batch messages), the multi-dispatch (LMQ) properties
+EXTRA_COLUMNS = {"inner_num": "string", "multi_dispatch": "string", "multi_queue_offset": "string"}
 
 
 def message_columns(names=None, body: bool = False) -> list:
