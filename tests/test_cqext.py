@@ -39,6 +39,30 @@ def test_verify_clean(cli, name):
 
 
 @pytest.mark.parametrize("name", EXT_FIXTURES)
+def test_verify_sees_damaged_ext_units(cli, tmp_path, name):
+    """An ext unit that no longer belongs to its message, and a lost ext file: one finding each."""
+    import struct
+
+    root, _ = _copy(tmp_path, name)
+    d = root / "consumequeue_ext" / "TopicF"
+    e0 = sorted((d / "0").iterdir())[0]
+    b = bytearray(e0.read_bytes())
+    size, tags, ts, bl = struct.unpack_from(">hqqh", b, 0)
+    struct.pack_into(">q", b, 10, ts + 1)
+    e0.write_bytes(bytes(b))
+    assert struct.unpack_from(">q", e0.read_bytes(), 10)[0] == ts + 1
+    lost = sorted((d / "1").iterdir())[-1]
+    lost.unlink()
+    assert not lost.exists()
+    code, out, _ = cli("verify", "--json", root)
+    assert code == 4
+    fs = sorted((f["check"], f["path"]) for f in json.loads(out)["findings"] if f["severity"] != "info")
+    cq = root / "consumequeue" / "TopicF"
+    assert fs[0] == ("cq.ext_mismatch", str(cq / "0" / f"{0:020d}"))
+    assert [f[0] for f in fs] == ["cq.ext_mismatch", "cq.ext_unit"] and fs[1][1].startswith(str(cq / "1")), fs
+
+
+@pytest.mark.parametrize("name", EXT_FIXTURES)
 def test_rebuild_cq_on_intact_store_changes_nothing(cli, tmp_path, name):
     root, _ = _copy(tmp_path, name)
     before = F.tree_hashes(root)

@@ -218,9 +218,13 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
                                             f"{t.first_phys} were never dispatched (F10)"))
         for topic, qid in store.queues("batchconsumequeue"):
             cqc.check_batch_queue(root, topic, qid, bcqf.DEFAULT_FILE_SIZE, cl_end, findings)
-        if (root / "consumequeue_ext").is_dir():
-            cqc.note(findings, root / "consumequeue_ext",
-                     "consumequeue_ext present: units holding ext addresses are not tag-compared")
+        if (root / "consumequeue_ext").is_dir() and scanned:
+            from rmqctl.store.commitlog import CommitLog
+
+            cl = CommitLog(store)
+            for topic, qid in queues:
+                cqc.check_queue_ext(root, topic, qid, cfg.cq_file_size, cfg.cq_ext_file_size, cl, cl_end, findings,
+                                    tuple(cfg.delay_levels))
     report.stats["queues"] = len(queue_ranges)
 
     # --- index ------------------------------------------------------------------------------------
