@@ -118,6 +118,8 @@ def test_recover_appends_units_with_their_ext_units(cli, tmp_path, name):
             lost.append(f)
     (root / "abort").write_bytes(b"")
     assert lost and not any(p.exists() for p in lost)
+    broker = read_store(name.rsplit("-", 1)[1], root)      # the broker's own abnormal recovery of these bytes
+    assert broker["recovery"] == "abnormal"
     code, out, err = cli("recover", "--config", manifest, root)
     assert code == 1, out + err
     shutil.rmtree(root / "rmqctl-quarantine", ignore_errors=True)
@@ -127,6 +129,18 @@ def test_recover_appends_units_with_their_ext_units(cli, tmp_path, name):
         {k: v for k, v in before.items() if k != "checkpoint"}
     view = read_store(name.rsplit("-", 1)[1], root)
     assert view["queues"] == load_manifest(STORES / name)["broker_view"]["queues"]
+    # The broker's own recovery links the same ext content, at other addresses: it re-dispatches from its
+    # recovery start file and puts an ext unit for every message before the "already in the queue" check
+    # (ConsumeQueue.putMessagePositionInfoWrapper), so it appends duplicates of units 0..9 first.
+    assert _linked(view) == _linked(broker)
+    assert [u["tags_code"] for q in view["queues"] for u in q["units"]] != \
+        [u["tags_code"] for q in broker["queues"] for u in q["units"]]
+
+
+def _linked(view):
+    """Units with their ext unit's content instead of its address."""
+    return [[(u["queue_offset"], u["physical_offset"], u["size"], u["ext"]) for u in q["units"]]
+            for q in view["queues"]]
 
 
 def test_json_dump_of_ext_file_ends_cleanly(cli):

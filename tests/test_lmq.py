@@ -113,12 +113,14 @@ def test_recover_redispatches_multi_dispatched_units(cli, tmp_path, name):
                 lost.append(f)
     (root / "abort").write_bytes(b"")
     assert lost and all(not p.exists() for p in lost)
+    broker = read_store(name.rsplit("-", 1)[1], root)      # the broker's own abnormal recovery of these bytes
+    assert broker["recovery"] == "abnormal"
     code, out, err = cli("recover", "--config", manifest, root)
     assert code == 1, out + err
     assert all(p.exists() for p in lost)
     expected = load_manifest(STORES / name)["broker_view"]
     view = read_store(name.rsplit("-", 1)[1], root)
-    assert view["recovery"] == "normal" and view["queues"] == expected["queues"]
+    assert view["recovery"] == "normal" and view["queues"] == broker["queues"] == expected["queues"]
 
 
 @pytest.mark.parametrize("name", LMQ_FIXTURES)
