@@ -14,7 +14,7 @@ import pytest
 import faultlib as F
 from oracle_helpers import STORES, load_manifest, read_store
 
-LMQ_FIXTURES = ["lmq-v4", "lmq-v5", "multidispatch-v4"]
+LMQ_FIXTURES = ["lmq-v4", "lmq-v5", "multidispatch-v4", "multidispatch-v5"]
 
 
 def _copy(tmp_path, name):
@@ -41,8 +41,13 @@ def test_fixtures_really_have_multi_dispatched_queues():
         if name.startswith("lmq"):
             assert {("%LMQ%q1", 0), ("%LMQ%q2", 0), ("%LMQ%q3", 0)} <= set(qs), name
             assert qs[("%LMQ%q2", 0)]["max_offset"] == 36
+        elif name.endswith("v5"):
+            # 5.x multi-dispatches to %LMQ% names only: no offsets written for plain names, no TopicC queue
+            assert ("TopicC", 0) not in qs
+            assert not any("INNER_MULTI_QUEUE_OFFSET" in r["properties"] for r in bv["messages"])
+            assert any("INNER_MULTI_DISPATCH" in r["properties"] for r in bv["messages"])
         else:
-            # TopicB:0 holds 14 own messages + 15 from TopicA; its records' queue offsets leave gaps
+            # TopicB:0 holds 8 own messages + 15 from TopicA; its records' queue offsets leave gaps
             own = sorted(r["queue_offset"] for r in bv["messages"] if (r["topic"], r["queue_id"]) == ("TopicB", 0))
             assert own != list(range(len(own))), own
             assert qs[("TopicB", 0)]["max_offset"] > len(own)
@@ -59,7 +64,7 @@ def test_verify_clean_without_broker_config(cli, name):
 @pytest.mark.parametrize("name", LMQ_FIXTURES)
 def test_verify_sees_a_damaged_multi_dispatched_unit(cli, tmp_path, name):
     root, _ = _copy(tmp_path, name)
-    topic, qid = ("%LMQ%q2", 0) if name.startswith("lmq") else ("TopicC", 1)
+    topic, qid = ("%LMQ%q2", 0) if name.startswith("lmq") else ("TopicC", 1) if name.endswith("v4") else ("TopicB", 1)
     p = root / "consumequeue" / topic / str(qid) / f"{0:020d}"
     b = bytearray(p.read_bytes())
     phys, size, tags = struct.unpack_from(">qiq", b, 40)
