@@ -156,3 +156,12 @@ def test_json_dump_of_ext_file_ends_cleanly(cli):
     assert (code, err) == (0, "")
     assert out.splitlines()[-1].endswith("end-of-file filler (-1) at offset %d, the next unit is in the next file"
                                          % rows[-1]["valid_bytes"])
+
+
+@pytest.mark.parametrize("name", EXT_FIXTURES)
+def test_per_record_feed_equals_batch_path(tmp_path, name):
+    from test_lmq import staged_per_record_vs_batch
+
+    a, b = staged_per_record_vs_batch(tmp_path, name)
+    assert any(p.startswith("consumequeue_ext/") for p in a) is False     # ext files are unchanged: not staged
+    assert a == b and a

@@ -1112,6 +1112,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
         rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num,
                                    [p.name for p in store.index_files()])
     delay = cfg.delay_levels
+    multi, lmq = D.multi_dispatch_on(cfg), D.lmq_on(cfg)
     last = None
     try:
         if records is None:
@@ -1129,17 +1130,21 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
             if what == "cq":
                 if not D.goes_to_consume_queue(r.sys_flag):
                     continue
-                if (topic is not None and r.topic != topic) or (queue is not None and r.queue_id != queue):
-                    continue
                 if skip is not None and skip.skips(r.topic):
                     skip.count(r.topic)
                     continue
-                key = (r.topic, r.queue_id)
-                st = states.get(key)
-                if st is None:
-                    st = states[key] = _new_state(store, ctx.staging, r.topic, r.queue_id)
-                st.put(r.offset, r.total_size, RC.tags_code(r.topic, r.properties, r.store_timestamp, delay),
-                       r.queue_offset, r.store_timestamp)
+                code = RC.tags_code(r.topic, r.properties, r.store_timestamp, delay)
+                # the record's own unit (through the ext), then its multi-dispatch (LMQ) targets' units
+                units = [(r.topic, r.queue_id, r.queue_offset, r.store_timestamp)]
+                if multi and "INNER_MULTI_QUEUE_OFFSET" in r.properties:
+                    units += [(n, q, o, -1) for n, q, o in D.lmq_targets(r.topic, r.queue_id, r.properties, lmq)]
+                for t, q, qo, ts in units:
+                    if (topic is not None and t != topic) or (queue is not None and q != queue):
+                        continue
+                    st = states.get((t, q))
+                    if st is None:
+                        st = states[(t, q)] = _new_state(store, ctx.staging, t, q)
+                    st.put(r.offset, r.total_size, code, qo, ts)
             elif skip is not None and skip.skips(r.topic):
                 skip.count(r.topic)
             else:

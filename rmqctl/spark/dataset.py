@@ -293,8 +293,8 @@ def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> l
 
                 cfg = replace(cfg, commitlog_file_size=max(f[2] for f in files))
         out.append(StoreInfo(ref, files, {
-            "delay_levels": tuple(cfg.delay_levels), "enable_lmq": cfg.enable_lmq,
-            "enable_multi_dispatch": cfg.enable_multi_dispatch, "index_enable": cfg.message_index_enable,
+            "delay_levels": tuple(cfg.delay_levels), "enable_lmq": dispatch.lmq_on(cfg),
+            "enable_multi_dispatch": dispatch.multi_dispatch_on(cfg), "index_enable": cfg.message_index_enable,
             "commitlog_file_size": cfg.commitlog_file_size, "mode": mode}, offsets))
     return out
 
