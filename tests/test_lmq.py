@@ -175,3 +175,22 @@ def test_per_record_feed_equals_batch_path(tmp_path, name):
     a, b = staged_per_record_vs_batch(tmp_path, name)
     assert any("%LMQ%" in p or "TopicC" in p for p in b) or name.endswith("v5")
     assert a == b
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", ["crash-lmq-v4", "crash-lmq-v5"])
+def test_recover_after_a_real_crash_matches_the_brokers_recovery(cli, tmp_path, name):
+    """A broker halted mid-write (LMQ queues behind, %LMQ%q4 never on disk): recover gives every queue, LMQ
+    ones included, exactly the units the broker's own abnormal recovery gives (the manifest's view)."""
+    root, manifest = _copy(tmp_path, name)
+    assert (root / "abort").exists() and not (root / "consumequeue" / "%LMQ%q4").exists()
+    code, out, err = cli("recover", "--config", manifest, root)
+    assert code == 1, out + err
+    assert (root / "consumequeue" / "%LMQ%q4" / "0").is_dir()
+    code, out, err = cli("verify", root)
+    assert (code, out) == (0, ""), out + err
+    view = read_store(name.rsplit("-", 1)[1], root)
+    broker = load_manifest(STORES / name)["broker_view"]
+    assert broker["recovery"] == "abnormal" and view["recovery"] == "normal"
+    assert view["queues"] == broker["queues"]
+    assert _queues(view)[("%LMQ%q4", 0)]["max_offset"] == 14
