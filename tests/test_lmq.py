@@ -42,7 +42,7 @@ def test_fixtures_really_have_multi_dispatched_queues():
             assert {("%LMQ%q1", 0), ("%LMQ%q2", 0), ("%LMQ%q3", 0)} <= set(qs), name
             assert qs[("%LMQ%q2", 0)]["max_offset"] == 36
         elif name.endswith("v5"):
-            # 5.x multi-dispatches to %LMQ% names only: no offsets written for plain names, no TopicC queue
+            # 5.x writes multi-dispatch offsets only with enableLmq (off here): nothing dispatched, no TopicC queue
             assert ("TopicC", 0) not in qs
             assert not any("INNER_MULTI_QUEUE_OFFSET" in r["properties"] for r in bv["messages"])
             assert any("INNER_MULTI_DISPATCH" in r["properties"] for r in bv["messages"])
