@@ -194,3 +194,14 @@ def test_recover_after_a_real_crash_matches_the_brokers_recovery(cli, tmp_path, 
     assert broker["recovery"] == "abnormal" and view["recovery"] == "normal"
     assert view["queues"] == broker["queues"]
     assert _queues(view)[("%LMQ%q4", 0)]["max_offset"] == 14
+
+
+@pytest.mark.parametrize("name", ["lmq-v4", "lmq-v5"])
+def test_rebuild_cq_of_one_lmq_queue(cli, tmp_path, name):
+    """--topic %LMQ%q2 --queue 0 rebuilds that queue alone from the records of other topics that name it."""
+    root, manifest = _copy(tmp_path, name)
+    shutil.rmtree(root / "consumequeue" / "%LMQ%q2")
+    code, out, err = cli("rebuild", "cq", "--config", manifest, "--topic", "%LMQ%q2", "--queue", "0", root)
+    assert code == 1, out + err
+    shutil.rmtree(root / "rmqctl-quarantine", ignore_errors=True)
+    assert F.tree_hashes(root) == F.tree_hashes(STORES / name / "store")
