@@ -53,20 +53,47 @@ def index_keys(props: dict) -> list[str]:
     return out
 
 
+def multi_dispatch_on(cfg) -> bool:
+    """Whether records' multi-dispatch properties are followed: the broker writes
+    INNER_MULTI_QUEUE_OFFSET only with enableMultiDispatch on, so a record carrying it was written
+    with it on; a broker config saying enableMultiDispatch=false overrides."""
+    return cfg.enable_multi_dispatch or "enable_multi_dispatch" not in cfg.explicit
+
+
+def lmq_on(cfg) -> bool:
+    """enableLmq (%LMQ% targets use queue 0): on unless a broker config says otherwise (5.x writes LMQ
+    offsets only with enableLmq on; a 4.9 store with multi-dispatch to %LMQ% names without enableLmq
+    needs --broker-config)."""
+    return cfg.enable_lmq or "enable_lmq" not in cfg.explicit
+
+
+def _java_split(s: str) -> list[str]:
+    """String.split(","): trailing empty strings removed."""
+    parts = s.split(",")
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
 def lmq_targets(topic: str, queue_id: int, props: dict, enable_lmq: bool) -> list[tuple[str, int, int]]:
-    """Multi-dispatch (enableMultiDispatch): extra (queue name, queue id, queue offset) targets."""
+    """Multi-dispatch (enableMultiDispatch, ConsumeQueue.multiDispatchLmqQueue): extra (queue name,
+    queue id, queue offset) targets, in the order the broker writes them."""
     if topic.startswith(RETRY_PREFIX) or topic.startswith(SYS_PREFIX) or topic == SCHEDULE_TOPIC:
         return []
     names, offsets = props.get(P.INNER_MULTI_DISPATCH), props.get(P.INNER_MULTI_QUEUE_OFFSET)
-    if not names or not offsets:
+    if not names or not offsets or not names.strip() or not offsets.strip():
         return []
-    ns, os_ = names.split(","), offsets.split(",")
+    ns, os_ = _java_split(names), _java_split(offsets)
     if len(ns) != len(os_):
         return []
     out = []
     for n, o in zip(ns, os_):
         if "/" in n:
             continue
+        try:
+            qo = int(o)
+        except ValueError:
+            break       # Long.parseLong fails: the broker's dispatch of this record stops there
         qid = 0 if (enable_lmq and n.startswith(LMQ_PREFIX)) else queue_id
-        out.append((n, qid, int(o)))
+        out.append((n, qid, qo))
     return out

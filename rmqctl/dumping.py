@@ -57,6 +57,8 @@ def trailer_text(t: dict, path) -> str:
         return f"# {path}: {t['valid_bytes']} valid bytes, nothing after"
     if t["trailing"] == "zeros":
         return f"# {path}: {t['trailing_bytes']} zero bytes after the last record at offset {t['valid_bytes']}"
+    if t["trailing"] == "end_filler":     # consumequeue_ext: the next unit did not fit in this file
+        return f"# {path}: end-of-file filler (-1) at offset {t['valid_bytes']}, the next unit is in the next file"
     return (f"# {path}: {t['invalid_to'] - t['invalid_from']} invalid bytes at offset {t['invalid_from']}"
             f" (then zeros to {t['valid_bytes'] + t['trailing_bytes']})")
 

@@ -15,7 +15,8 @@ from oracle_helpers import (SCENARIOS, STORES, fixture_dirs, load_manifest, orac
 
 pytestmark = pytest.mark.oracle
 
-SELF_CHECK = ["basic-multifile-v4", "basic-multifile-v5", "crash-behind-v4", "crash-behind-v5", "prop-crc-v5"]
+SELF_CHECK = ["basic-multifile-v4", "basic-multifile-v5", "crash-behind-v4", "crash-behind-v5", "prop-crc-v5",
+              "lmq-v5", "multidispatch-v4", "cqext-v4", "cqext-v5"]
 
 
 def test_java_and_maven_present():

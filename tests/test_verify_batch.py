@@ -22,7 +22,7 @@ from rmqctl.check.consumequeue import QueueResult
 from rmqctl.check import consumequeue as cqc
 from rmqctl.check.commitlog import (ERROR, FileResult, Finding, QueueTrack, _classify_end, _CqReader,
                                     _props_problem, _tags_fast, _utf8_ok)
-from rmqctl.dispatch import SCHEDULE_TOPIC, tags_code
+from rmqctl.dispatch import SCHEDULE_TOPIC, lmq_targets, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.index import java_string_hash
 
@@ -74,46 +74,51 @@ def reference_scan_file(ctx, path, start, size):
                                                 f"{bad} (body CRC does not cover properties)"))
                 if r.sys_flag & 0x4:      # PREPARED / ROLLBACK: in no consume queue (goes_to_consume_queue)
                     continue
-                qid, q = r.queue_id, r.queue_offset
-                key = (topic, qid)
-                t = queues.get(key)
                 inner = 1
                 if r.sys_flag & clf.INNER_BATCH_FLAG:
                     try:
                         inner = max(1, int(r.properties.get("INNER_NUM", "1")))
                     except ValueError:
                         inner = 1
-                if t is None:
-                    t = queues[key] = QueueTrack(q, q, q + inner, 0, r.offset)
-                elif q != t.next_q and t.next_q >= 0:
-                    t.gaps += 1
-                    if t.first_gap is None:
-                        t.first_gap = (r.offset, t.next_q, q)
-                t.count += 1
-                t.last_q, t.next_q = q, q + inner
-                if cq is None or topic in batch_topics:
-                    continue
-                if topic == SCHEDULE_TOPIC:
-                    tags = tags_code(topic, r.properties, r.store_timestamp, delay_levels)
-                else:
-                    tg = _tags_fast(praw)
-                    if tg is None:
-                        tg = r.properties.get("TAGS")
-                    if not tg:
-                        tags = 0
+                # the record's own queue, then each multi-dispatch (LMQ) target at its own queue offset
+                targets = [(topic, r.queue_id, r.queue_offset, inner)]
+                if ctx.multi_dispatch and b"INNER_MULTI_QUEUE_OFFSET\x01" in (praw or b""):
+                    targets += [(n, tq, to, 1) for n, tq, to in
+                                lmq_targets(topic, r.queue_id, r.properties, ctx.enable_lmq)]
+                for tname, qid, q, inner in targets:
+                    key = (tname, qid)
+                    t = queues.get(key)
+                    if t is None:
+                        t = queues[key] = QueueTrack(q, q, q + inner, 0, r.offset)
+                    elif q != t.next_q and t.next_q >= 0:
+                        t.gaps += 1
+                        if t.first_gap is None:
+                            t.first_gap = (r.offset, t.next_q, q)
+                    t.count += 1
+                    t.last_q, t.next_q = q, q + inner
+                    if cq is None or tname in batch_topics:
+                        continue
+                    if topic == SCHEDULE_TOPIC:
+                        tags = tags_code(topic, r.properties, r.store_timestamp, delay_levels)
                     else:
-                        tags = tag_hash.get(tg)
-                        if tags is None:
-                            tags = tag_hash[tg] = java_string_hash(tg)
-                u = cq.unit(topic, qid, q)
-                if u is None or u[0] < 0 or u[1] <= 0:
-                    t.missing += 1
-                    if t.first_missing is None:
-                        t.first_missing = (r.offset, q)
-                elif u[0] != r.offset or u[1] != r.total_size or (u[2] != tags and u[2] > -2147483649):
-                    t.mismatches += 1
-                    if t.first_mismatch is None:
-                        t.first_mismatch = (q, (r.offset, r.total_size, tags), u)
+                        tg = _tags_fast(praw)
+                        if tg is None:
+                            tg = r.properties.get("TAGS")
+                        if not tg:
+                            tags = 0
+                        else:
+                            tags = tag_hash.get(tg)
+                            if tags is None:
+                                tags = tag_hash[tg] = java_string_hash(tg)
+                    u = cq.unit(tname, qid, q)
+                    if u is None or u[0] < 0 or u[1] <= 0:
+                        t.missing += 1
+                        if t.first_missing is None:
+                            t.first_missing = (r.offset, q)
+                    elif u[0] != r.offset or u[1] != r.total_size or (u[2] != tags and u[2] > -2147483649):
+                        t.mismatches += 1
+                        if t.first_mismatch is None:
+                            t.first_mismatch = (q, (r.offset, r.total_size, tags), u)
             stop = w.stop
             if w.last_valid is not None:
                 res.last_valid = w.last_valid

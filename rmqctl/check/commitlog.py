@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from rmqctl import scan
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
-from rmqctl.dispatch import SCHEDULE_TOPIC, tags_code
+from rmqctl.dispatch import SCHEDULE_TOPIC, lmq_targets, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.index import java_string_hash
 from rmqctl.formats.properties import parse_properties
@@ -127,6 +127,8 @@ class ScanContext:
     lock_held: bool = False
     check_cq: bool = True
     batch_topics: frozenset = frozenset()   # topics with a batchconsumequeue/ directory
+    multi_dispatch: bool = True     # records carrying multi-dispatch offsets were written with it on
+    enable_lmq: bool = True         # %LMQ% targets use queue 0
 
 
 class _CqReader:
@@ -576,14 +578,29 @@ class _RangeScan:
                 inner[k] = max(1, int(parse_properties(slices[int(di[k])]).get("INNER_NUM", "1")))
             except ValueError:
                 inner[k] = 1
+        sort_phys = False
+        if self.ctx.multi_dispatch and _MULTI_OFFSET in J:
+            x = self._multi_rows(slices, di, tdi, qid)
+            if x is not None:
+                # multi-dispatch (LMQ): each target queue gets a unit for the record at its own offset
+                xk, xt, xq, xo = x
+                di, tdi, qid, q = (np.concatenate((di, di[xk])), np.concatenate((tdi, xt)),
+                                   np.concatenate((qid, xq)), np.concatenate((q, xo)))
+                inner = np.concatenate((inner, np.ones(len(xk), np.int64)))
+                sort_phys = True
         key = (tdi << 32) | (qid & 0xFFFFFFFF)
-        if (key == key[0]).all():
+        if sort_phys:
+            g = self._queue_numbers(key)
+        elif (key == key[0]).all():
             k0 = int(key[0])
             g = np.full(len(key), self.qnum[k0] if k0 in self.qnum else self._new_queue(k0), np.int64)
         else:
             g = self._queue_numbers(key)
         offd, totd = off[di], tot[di]
-        if (g == g[0]).all():
+        if sort_phys:
+            order = np.lexsort((offd, g))     # a target queue's units in commitlog order
+            gs, qs, inn, offs = g[order], q[order], inner[order], offd[order]
+        elif (g == g[0]).all():
             order = None
             gs, qs, inn, offs = g, q, inner, offd
         else:
@@ -621,6 +638,25 @@ class _RangeScan:
         self._compare(np, slices, (J, Jn, jstart, plen, twos), di, order, gs, qs, offs,
                       totd if order is None else totd[order], tdi if order is None else tdi[order], firsts,
                       lasts, bt)
+
+    def _multi_rows(self, slices, di, tdi, qid):
+        """(row, topic number, queue id, queue offset) arrays of the multi-dispatch targets of the rows' records
+        (INNER_MULTI_DISPATCH / INNER_MULTI_QUEUE_OFFSET, rmqctl.dispatch.lmq_targets), or None."""
+        np = self.np
+        rows, tns, qids, qos = [], [], [], []
+        for k, i in enumerate(di.tolist()):
+            if _MULTI_OFFSET not in bytes(slices[i]):
+                continue
+            t = self.topics[int(tdi[k])]
+            for name, tq, qo in lmq_targets(t, int(qid[k]), parse_properties(slices[i]), self.ctx.enable_lmq):
+                rows.append(k)
+                tns.append(self._topic_bytes(name.encode("utf-8"))[0])
+                qids.append(tq)
+                qos.append(qo)
+        if not rows:
+            return None
+        a = lambda v: np.array(v, np.int64)     # noqa: E731
+        return a(rows), a(tns), a(qids), a(qos)
 
     def _compare(self, np, slices, joined, di, order, gs, qs, offs, tots, tds, firsts, lasts, bt):
         cmpt = np.array(self.topic_cmp, bool)[tds]
@@ -834,6 +870,7 @@ class _RangeScan:
 
 
 _ZEROS = bytes(1 << 20)
+_MULTI_OFFSET = b"INNER_MULTI_QUEUE_OFFSET\x01"
 
 
 def _skip_hole(fd: int, pos: int, end: int) -> int:

@@ -271,3 +271,109 @@ def check_batch_queue(root: Path, topic: str, qid: int, file_size: int, cl_end: 
 
 def note(findings: list, path, msg: str) -> None:
     findings.append(Finding(INFO, "cq.note", str(path), None, None, None, msg))
+
+
+def check_queue_ext(root: Path, topic: str, qid: int, cq_file_size: int, ext_file_size: int, commitlog,
+                    cl_end: int, findings: list, delay_levels=()) -> None:
+    """enableConsumeQueueExt: every unit whose tagsCode is an ext address must point at a well-formed ext
+    unit (ConsumeQueueExt.get) holding the record's tagsCode and store time; else the broker serves the
+    unit without its filter data (SQL92 pre-filtering lost) or with another message's."""
+    from rmqctl.dispatch import tags_code
+    from rmqctl.formats import consumequeue_ext as extf
+
+    head = struct.Struct(">hqqh")
+    d = root / "consumequeue" / topic / str(qid)
+    ed = root / "consumequeue_ext" / topic / str(qid)
+    cache: dict = {}
+    fds: dict = {}
+    bad = mism = 0
+    first_bad = first_mism = None
+    for f in FileQueue.scan(d).files:
+        for i0, phys, size, tags in _unit_chunks(f.path, min(f.size, cq_file_size) // 20):
+            for k in ((tags <= extf.MAX_ADDR) & (phys >= 0) & (size > 0) & (phys < cl_end)).nonzero()[0].tolist():
+                off = int(tags[k]) - extf.ADDR_BASE
+                start = off - off % ext_file_size
+                if start not in cache:
+                    cache.clear()
+                    p = ed / f"{start:020d}"
+                    try:
+                        with open(p, "rb") as fh:
+                            cache[start] = fh.read(ext_file_size)
+                    except OSError:
+                        cache[start] = b""
+                data, pos = cache[start], off - start
+                where = (str(f.path), (i0 + k) * 20)
+                u = head.unpack_from(data, pos) if pos + head.size <= len(data) else None
+                if u is None or u[0] < extf.MIN_EXT_UNIT_SIZE or u[3] < 0 or u[0] != head.size + u[3] \
+                        or pos + u[0] > len(data):
+                    bad += 1
+                    first_bad = first_bad or (*where, off)
+                    continue
+                rec = _record_tags_ts(commitlog, fds, int(phys[k]))
+                if rec is None:
+                    continue        # the unit itself is judged by the commitlog / queue checks
+                rtopic, props, rts = rec
+                want = (tags_code(rtopic, props, rts, delay_levels), rts)
+                if (u[1], u[2]) != want:
+                    mism += 1
+                    first_mism = first_mism or (*where, off, want, (u[1], u[2]))
+    for fd in fds.values():
+        os.close(fd)
+    if first_bad:
+        p, pos, off = first_bad
+        findings.append(Finding(ERROR, "cq.ext_unit", p, pos, f"an ext unit at consumequeue_ext offset {off}",
+                                "none", f"{bad} unit(s) of {topic}:{qid} point at no valid consume-queue ext "
+                                "unit: the broker serves them without their filter data"))
+    if first_mism:
+        p, pos, off, want, got = first_mism
+        findings.append(Finding(ERROR, "cq.ext_mismatch", p, pos, f"(tags {want[0]}, store time {want[1]})",
+                                f"(tags {got[0]}, store time {got[1]})",
+                                f"{mism} ext unit(s) of {topic}:{qid} (consumequeue_ext offset {off} first) do not "
+                                "belong to the message of their consume-queue unit"))
+
+
+_REC_HEAD = struct.Struct(">iiiiiqqiq")      # totalSize .. bornTimestamp (48 bytes)
+
+
+def _record_tags_ts(commitlog, fds: dict, phys: int):
+    """(topic, properties, store timestamp) of the record at phys, read with two preads (no CRC: only what
+    the ext unit is compared with); None when there is no plausible record there."""
+    from rmqctl import scan
+    from rmqctl.formats.properties import parse_properties
+
+    f = commitlog.queue.file_for(phys, commitlog.file_size)
+    if f is None:
+        return None
+    fd = fds.get(f.start)
+    if fd is None:
+        try:
+            fd = fds[f.start] = os.open(f.path, os.O_RDONLY)
+        except OSError:
+            return None
+    pos = phys - f.start
+    h = os.pread(fd, 120, pos)
+    if len(h) < _REC_HEAD.size:
+        return None
+    total, magic, _, _, _, _, _, sysflag, _ = _REC_HEAD.unpack_from(h)
+    if magic not in (scan.V1, scan.V2) or total <= 0:
+        return None
+    at = 48 + (20 if sysflag & 0x10 else 8)
+    if at + 8 > len(h):
+        return None
+    ts = struct.unpack_from(">q", h, at)[0]
+    bl_at = at + 8 + (20 if sysflag & 0x20 else 8) + 4 + 8
+    if bl_at + 4 > len(h):
+        return None
+    body_len = struct.unpack_from(">i", h, bl_at)[0]
+    t_at = bl_at + 4 + body_len
+    tl = 2 if magic == scan.V2 else 1
+    rest = os.pread(fd, max(0, total - t_at), pos + t_at)
+    if len(rest) < tl or body_len < 0:
+        return None
+    n = int.from_bytes(rest[:tl], "big")
+    topic = rest[tl:tl + n].decode("utf-8", errors="replace")
+    p_at = tl + n
+    if p_at + 2 > len(rest):
+        return None
+    plen = struct.unpack_from(">h", rest, p_at)[0]
+    return topic, parse_properties(rest[p_at + 2:p_at + 2 + max(0, plen)]), ts

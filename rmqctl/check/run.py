@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+from rmqctl import dispatch
 from rmqctl.check import commitlog as clc
 from rmqctl.check import config as cfc
 from rmqctl.check import consumequeue as cqc
@@ -152,7 +153,8 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     scanned = "commitlog" in areas
     if scanned and files:
         base = clc.ScanContext(str(root), cfg.commitlog_file_size, cfg.cq_file_size, tuple(cfg.delay_levels),
-                               lock_held=lock_held, check_cq="cq" in areas, batch_topics=batch_topics)
+                               lock_held=lock_held, check_cq="cq" in areas, batch_topics=batch_topics,
+                               multi_dispatch=dispatch.multi_dispatch_on(cfg), enable_lmq=dispatch.lmq_on(cfg))
         # The broker pre-allocates the next file: trailing files that start with zeros hold no data,
         # so the "last file" (where zeros after the last record are normal) is the last one with data.
         last_data = _last_data_file(files)
@@ -216,9 +218,13 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
                                             f"{t.first_phys} were never dispatched (F10)"))
         for topic, qid in store.queues("batchconsumequeue"):
             cqc.check_batch_queue(root, topic, qid, bcqf.DEFAULT_FILE_SIZE, cl_end, findings)
-        if (root / "consumequeue_ext").is_dir():
-            cqc.note(findings, root / "consumequeue_ext",
-                     "consumequeue_ext present: units holding ext addresses are not tag-compared")
+        if (root / "consumequeue_ext").is_dir() and scanned:
+            from rmqctl.store.commitlog import CommitLog
+
+            cl = CommitLog(store)
+            for topic, qid in queues:
+                cqc.check_queue_ext(root, topic, qid, cfg.cq_file_size, cfg.cq_ext_file_size, cl, cl_end, findings,
+                                    tuple(cfg.delay_levels))
     report.stats["queues"] = len(queue_ranges)
 
     # --- index ------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from rmqctl import dispatch as D
 from rmqctl.formats import consumequeue as cqf
+from rmqctl.formats import consumequeue_ext as cqf_ext
 from rmqctl.store.files import FileQueue, offset_name
 
 UNIT = struct.Struct(">qiq")
@@ -83,13 +84,16 @@ class QueueState:
     stage_dir: Path | None = None
     staged: list = field(default_factory=list)          # (file start, staged path) of changed files
     done_files: set = field(default_factory=set)        # file starts already finished
+    ext: "ExtQueue | None" = None      # enableConsumeQueueExt: units get ext addresses as tagsCode
 
     def start_from_existing(self):
         self.end = self.keep_end
         self.base = self.keep_end if self.kept_any else None
         self.out_base = self.base or 0
 
-    def put(self, phys: int, size: int, tags: int, cq_offset: int) -> None:
+    def put(self, phys: int, size: int, tags: int, cq_offset: int, ts: int = -1) -> None:
+        """ts: the record's store time, >= 0 when the unit goes through the ext (putMessagePositionInfoWrapper;
+        multi-dispatched LMQ units never do)."""
         if phys + size <= self.max_phys:
             return
         expect = cq_offset * UNIT_SIZE
@@ -106,6 +110,8 @@ class QueueState:
                 self.end += n * UNIT_SIZE
         elif cq_offset != 0 and expect < self.end:
             return
+        if self.ext is not None and ts >= 0:
+            tags = self.ext.put(tags, ts)
         self.out += UNIT.pack(phys, size, tags)
         self.end += UNIT_SIZE
         self.max_phys = phys + size
@@ -113,7 +119,7 @@ class QueueState:
         if self.stage_dir is not None and self.end - self.out_base >= self.file_size:
             self.flush_full()
 
-    def put_many(self, phys, size, tags, cq_offset) -> None:
+    def put_many(self, phys, size, tags, cq_offset, ts=None) -> None:
         """put() for many units of this queue in commitlog order (numpy int64 arrays). The common case
         -- nothing already built, queue offsets not behind the write end -- is appended in one go;
         anything else takes put()'s path unit by unit."""
@@ -124,8 +130,9 @@ class QueueState:
             return
         ends = phys + size
         i = int(np.searchsorted(ends, self.max_phys, "right")) if self.max_phys >= 0 else 0
+        ext = self.ext is not None and ts is not None
         if i < n and self.base is None:
-            self.put(int(phys[i]), int(size[i]), int(tags[i]), int(cq_offset[i]))
+            self.put(int(phys[i]), int(size[i]), int(tags[i]), int(cq_offset[i]), int(ts[i]) if ext else -1)
             i += 1
         if i >= n:
             return
@@ -134,10 +141,12 @@ class QueueState:
         at = self.end + UNIT_SIZE * np.arange(k, dtype=np.int64)
         if not ((q == 0) | (q * UNIT_SIZE >= at)).all() or (ends[i] <= self.max_phys):
             for j in range(i, n):
-                self.put(int(phys[j]), int(size[j]), int(tags[j]), int(cq_offset[j]))
+                self.put(int(phys[j]), int(size[j]), int(tags[j]), int(cq_offset[j]), int(ts[j]) if ext else -1)
             return
         u = np.empty(k, _UNIT_DT)
         u["p"], u["s"], u["t"] = phys[i:], size[i:], tags[i:]
+        if ext:
+            u["t"] = [self.ext.put(t, s) if s >= 0 else t for t, s in zip(tags[i:].tolist(), ts[i:].tolist())]
         self.out += u.tobytes()
         self.end += UNIT_SIZE * k
         self.max_phys = int(ends[-1])
@@ -190,6 +199,15 @@ class QueueState:
             write_staged(staged, data)
             self.staged.append((s, staged))
         return sorted(self.staged)
+
+    def ext_files(self) -> list:
+        """(target path, staged path) of the ext files that change."""
+        if self.ext is None or self.stage_dir is None:
+            return []
+        return self.ext.finish(self.stage_dir / "ext")
+
+    def ext_delete_files(self) -> list:
+        return self.ext.delete_files() if self.ext is not None else []
 
     @property
     def changed(self) -> bool:
@@ -287,7 +305,31 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
     st.kept_any = keep_end > files[0].start
     st.keep_end, st.max_phys = (keep_end if st.kept_any else 0), max_phys
     st.start_from_existing()
+    if store.config.enable_cq_ext:
+        st.ext = _ext_after_recovery(store, topic, queue_id, files[first:], keep_end, fs)
     return st
+
+
+def _ext_after_recovery(store, topic, queue_id, files, keep_end: int, fs: int) -> ExtQueue:
+    """The ext write position after ConsumeQueue.recover: the recovered end of the ext files, cut back to
+    the end of the unit of the last kept CQ unit holding an ext address (truncateByMaxAddress)."""
+    import numpy as np
+
+    ext = ExtQueue.for_queue(store, topic, queue_id, 0)
+    pos, last = ext.recovered_end(), None
+    for f in files:
+        if f.start >= keep_end:
+            break
+        u, _ = load_units(f.path, min(f.size, fs, keep_end - f.start))
+        hit = np.flatnonzero(u["tags"] <= cqf_ext.MAX_ADDR)
+        if len(hit):
+            last = int(u["tags"][hit[-1]])
+    if last is not None:
+        e = ext.unit_end(last)
+        if e is not None:
+            pos = e
+    ext.pos = ext.rp = pos
+    return ext
 
 
 def empty_state(store, topic: str, queue_id: int) -> QueueState:
@@ -297,6 +339,8 @@ def empty_state(store, topic: str, queue_id: int) -> QueueState:
     st = QueueState(topic, queue_id, d, store.config.cq_file_size, fq.files)
     st.dropped_units = 0
     st.start_from_existing()
+    if store.config.enable_cq_ext:
+        st.ext = ExtQueue.for_queue(store, topic, queue_id, None)
     return st
 
 
@@ -313,3 +357,161 @@ def write_staged(path: Path, data: bytes) -> None:
             view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+# --------------------------------------------------------------------------------------------------
+# consumequeue_ext (enableConsumeQueueExt)
+
+EXT_HEAD = struct.Struct(">hqqh")
+EXT_MIN_ADDR = -(1 << 63)
+
+
+class ExtQueue:
+    """consumequeue_ext/<topic>/<queueId>/ as ConsumeQueueExt.put writes it: units (size, tagsCode,
+    storeTime, bitMapSize, bitMap) appended at the write position; a unit that does not fit before the
+    file's last 4 bytes ends the file with a short -1 and goes to the next file; the CQ unit's tagsCode is
+    the unit's address (real offset + Long.MIN_VALUE).
+
+    The filter bit map is computed by the broker from SQL92 subscriptions at dispatch time; offline it is
+    taken from the existing ext unit written for the same message (same tagsCode and store time, read in
+    order from the write position, which is where the broker wrote them), else left empty -- a unit
+    without a bit map makes the broker evaluate the filter on the message itself, never skip it."""
+
+    def __init__(self, directory: Path, file_size: int, pos: int):
+        self.directory, self.file_size = directory, file_size
+        fq = FileQueue.scan(directory)
+        self.files = {f.start: f for f in fq.files}
+        self.pos = pos                # write position (real offset)
+        self.rp = pos                 # read position in the existing units (pairing)
+        self.cur: int | None = None   # start of the file being written
+        self.buf: bytearray | None = None
+        self.done: list = []          # (file start, bytes) of finished files
+        self.used = 0
+        self._old: dict = {}
+
+    @classmethod
+    def for_queue(cls, store, topic: str, qid: int, pos: int | None) -> "ExtQueue":
+        d = store.root / "consumequeue_ext" / topic / str(qid)
+        q = cls(d, store.config.cq_ext_file_size, 0)
+        if pos is None:      # rebuilt from nothing: where the existing ext files begin
+            pos = min(q.files) if q.files else 0
+        q.pos = q.rp = pos
+        return q
+
+    def _orig(self, start: int) -> bytes:
+        b = self._old.get(start)
+        if b is None:
+            f = self.files.get(start)
+            b = read_file(f.path, self.file_size) if f is not None else b""
+            if len(self._old) > 2:
+                self._old.clear()
+            self._old[start] = b
+        return b
+
+    def recovered_end(self) -> int:
+        """ConsumeQueueExt.recover: the end of the units of the last file (walked file by file)."""
+        if not self.files:
+            return 0
+        last = max(self.files)
+        data, p = self._orig(last), 0
+        while p + 2 <= len(data):
+            size = struct.unpack_from(">h", data, p)[0]
+            if size <= 0:
+                break
+            p += size
+        return last + p
+
+    def unit_end(self, addr: int) -> int | None:
+        """End of the unit at an ext address (truncateByMaxAddress), None if there is none."""
+        off = addr - EXT_MIN_ADDR
+        s = off - off % self.file_size
+        data = self._orig(s)
+        p = off - s
+        if p + 2 > len(data):
+            return None
+        size = struct.unpack_from(">h", data, p)[0]
+        return off + size if size > 0 else None
+
+    def _existing_unit(self, at: int):
+        s = at - at % self.file_size
+        data = self._orig(s)
+        p = at - s
+        if p + EXT_HEAD.size > len(data):
+            return None
+        size, tags, ts, bl = EXT_HEAD.unpack_from(data, p)
+        if size <= 0:
+            return "next"
+        if bl < 0 or size != EXT_HEAD.size + bl or p + size > len(data):
+            return None
+        return size, tags, ts, bytes(data[p + EXT_HEAD.size:p + size])
+
+    def _bitmap(self, tags: int, ts: int) -> bytes:
+        at = self.rp
+        for _ in range(64):      # resynchronise over a few foreign units
+            u = self._existing_unit(at)
+            if u == "next":
+                at = at - at % self.file_size + self.file_size
+                if at not in self.files:
+                    return b""
+                continue
+            if u is None:
+                return b""
+            size, t, s, bm = u
+            if t == tags and s == ts:
+                self.rp = at + size
+                return bm
+            at += size
+        return b""
+
+    def _switch(self, start: int) -> None:
+        if self.cur is not None:
+            self.done.append((self.cur, bytes(self.buf)))
+        self.cur = start
+        old = self._orig(start)
+        self.buf = bytearray(self.file_size)
+        self.buf[:len(old)] = old
+
+    def put(self, tags: int, ts: int) -> int:
+        bm = self._bitmap(tags, ts)
+        size = EXT_HEAD.size + len(bm)
+        fs = self.file_size
+        start = self.pos - self.pos % fs
+        if self.cur != start:
+            self._switch(start)
+        wrote = self.pos - start
+        if size > fs - wrote - 4:
+            struct.pack_into(">h", self.buf, wrote, -1)     # fullFillToEnd
+            start += fs
+            self.pos = start
+            self._switch(start)
+            wrote = 0
+        EXT_HEAD.pack_into(self.buf, wrote, size, tags, ts, len(bm))
+        self.buf[wrote + EXT_HEAD.size:wrote + size] = bm
+        addr = self.pos + EXT_MIN_ADDR
+        self.pos += size
+        self.used += 1
+        return addr
+
+    def finish(self, stage_dir: Path) -> list:
+        """(target path, staged path) of every ext file whose bytes change."""
+        out = []
+        if self.cur is not None:
+            self.done.append((self.cur, bytes(self.buf)))
+            self.cur, self.buf = None, None
+        for s, data in self.done:
+            f = self.files.get(s)
+            if f is not None and read_file(f.path, self.file_size) == data and f.size == self.file_size:
+                continue
+            stage_dir.mkdir(parents=True, exist_ok=True)
+            staged = stage_dir / offset_name(s)
+            write_staged(staged, data)
+            out.append((self.directory / offset_name(s), staged))
+        self.done = []
+        return out
+
+    def delete_files(self) -> list:
+        """Existing ext files after the last one written (MappedFileQueue.truncateDirtyFiles)."""
+        if not self.used:
+            return []
+        end = self.pos - self.pos % self.file_size
+        return [f for s, f in sorted(self.files.items()) if s > end]

@@ -362,6 +362,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
         for f in st.delete_files():
             plan.add(Action("delete_file", _rel(store, f.path), f"consume queue {topic}/{qid}: file holds only "
                             f"units at or after the end of valid data {cut}", group="consumequeue", payload=f.path))
+        _ext_actions(store, plan, st, topic, qid)
 
     # ---- index actions --------------------------------------------------------------------
     if idx is not None:
@@ -899,13 +900,20 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
     tids = topics.of(bt)
     if states is not None:
         rows = np.flatnonzero(VD.cq_mask(bt))
+        if skip is not None:
+            rows = skip.drop(rows, tids, topics)
+        multi = None
+        if len(rows) and VD.has_multi_dispatch(bt) and D.multi_dispatch_on(store.config):
+            props = VD.Props(bt)
+            multi = VD.multi_targets(bt, props, rows, tids, topics, D.lmq_on(store.config))
+        if multi is not None:
+            _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, staging, topic, queue, create)
+            rows = rows[:0]
         if topic is not None:
             ok = np.asarray([n == topic for n in topics.names], bool)
             rows = rows[ok[tids[rows]]]
         if queue is not None:
             rows = rows[bt.queue_id[rows] == queue]
-        if skip is not None:
-            rows = skip.drop(rows, tids, topics)
         if len(rows):
             keys = (tids[rows] << 32) | (bt.queue_id[rows] & 0xFFFFFFFF)
             offs, sizes, qoffs = bt.offset, bt.total_size, bt.queue_offset
@@ -931,9 +939,9 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                         o, sz, qo = int(offs[j]), int(sizes[j]), int(qoffs[j])
                         if st.base is not None and qo * 20 > st.end and o + sz > st.max_phys:
                             _pad_with_filler(st, o, qo, fillers)
-                        st.put(o, sz, c, qo)
+                        st.put(o, sz, c, qo, int(bt.store_timestamp[j]))
                 else:
-                    st.put_many(offs[sel], sizes[sel], codes, qoffs[sel])
+                    st.put_many(offs[sel], sizes[sel], codes, qoffs[sel], bt.store_timestamp[sel].astype(np.int64))
     if rebuilder is not None:
         offs = bt.offset
         i0 = int(np.searchsorted(offs, idx_from, "left")) if idx_from is not None else 0
@@ -946,6 +954,56 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                 props = VD.Props(bt)
             item_row, item_hash = VD.index_items(bt, props, tids, topics, rows)
             rebuilder.dispatch_many(offs[rows], bt.store_timestamp[rows], item_row, item_hash)
+
+
+def _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, staging, topic, queue,
+                    create) -> None:
+    """dispatch_batch's consume queues for a batch with multi-dispatched records (LMQ, 4.9 plain-topic
+    multi-dispatch): every record's own unit plus one unit per target queue at the target's queue offset
+    with the record's tagsCode, each queue's units in commitlog order (a queue may get both)."""
+    import numpy as np
+
+    from rmqctl.repair import vecdispatch as VD
+
+    codes = VD.tags_codes(bt, props, tids, topics, delay, rows)
+    pos, xt, xq, xo = multi
+    sel = np.concatenate((np.arange(len(rows)), pos))
+    tid = np.concatenate((tids[rows], xt))
+    qid = np.concatenate((bt.queue_id[rows].astype(np.int64), xq))
+    qoff = np.concatenate((bt.queue_offset[rows].astype(np.int64), xo))
+    ts = np.concatenate((bt.store_timestamp[rows].astype(np.int64), np.full(len(pos), -1, np.int64)))
+    keep = np.ones(len(sel), bool)
+    if topic is not None:
+        keep &= np.asarray([n == topic for n in topics.names], bool)[tid]
+    if queue is not None:
+        keep &= qid == queue
+    sel, tid, qid, qoff, ts = sel[keep], tid[keep], qid[keep], qoff[keep], ts[keep]
+    phys = bt.offset[rows].astype(np.int64)[sel]
+    size = bt.total_size[rows].astype(np.int64)[sel]
+    code = codes[sel]
+    key = (tid << 32) | (qid & 0xFFFFFFFF)
+    order = np.lexsort((phys, key))
+    key, phys, size, code, qoff, qid, ts = (key[order], phys[order], size[order], code[order], qoff[order],
+                                            qid[order], ts[order])
+    for k, g in VD.groups(key):
+        t, q = topics.names[k >> 32], int(qid[g[0]])
+        st = states.get((t, q))
+        if st is None:
+            if not create:
+                continue
+            st = states[(t, q)] = _new_state(store, staging, t, q)
+        st.put_many(phys[g], size[g], code[g], qoff[g], ts[g])
+
+
+def _ext_actions(store, plan, st, topic, qid) -> None:
+    """The consumequeue_ext files of a queue's units (enableConsumeQueueExt)."""
+    for path, staged in st.ext_files():
+        plan.add(Action("write_file" if path.exists() else "create_file", _rel(store, path),
+                        f"consume queue ext {topic}/{qid}: ext units of the consume-queue units written",
+                        group="consumequeue", payload=(path, staged)))
+    for f in st.ext_delete_files():
+        plan.add(Action("delete_file", _rel(store, f.path), f"consume queue ext {topic}/{qid}: after the last ext "
+                        "unit", group="consumequeue", payload=f.path))
 
 
 def _pad_with_filler(st, offset, queue_offset, fillers) -> None:
@@ -1054,6 +1112,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
         rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num,
                                    [p.name for p in store.index_files()])
     delay = cfg.delay_levels
+    multi, lmq = D.multi_dispatch_on(cfg), D.lmq_on(cfg)
     last = None
     try:
         if records is None:
@@ -1071,17 +1130,21 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
             if what == "cq":
                 if not D.goes_to_consume_queue(r.sys_flag):
                     continue
-                if (topic is not None and r.topic != topic) or (queue is not None and r.queue_id != queue):
-                    continue
                 if skip is not None and skip.skips(r.topic):
                     skip.count(r.topic)
                     continue
-                key = (r.topic, r.queue_id)
-                st = states.get(key)
-                if st is None:
-                    st = states[key] = _new_state(store, ctx.staging, r.topic, r.queue_id)
-                st.put(r.offset, r.total_size, RC.tags_code(r.topic, r.properties, r.store_timestamp, delay),
-                       r.queue_offset)
+                code = RC.tags_code(r.topic, r.properties, r.store_timestamp, delay)
+                # the record's own unit (through the ext), then its multi-dispatch (LMQ) targets' units
+                units = [(r.topic, r.queue_id, r.queue_offset, r.store_timestamp)]
+                if multi and "INNER_MULTI_QUEUE_OFFSET" in r.properties:
+                    units += [(n, q, o, -1) for n, q, o in D.lmq_targets(r.topic, r.queue_id, r.properties, lmq)]
+                for t, q, qo, ts in units:
+                    if (topic is not None and t != topic) or (queue is not None and q != queue):
+                        continue
+                    st = states.get((t, q))
+                    if st is None:
+                        st = states[(t, q)] = _new_state(store, ctx.staging, t, q)
+                    st.put(r.offset, r.total_size, code, qo, ts)
             elif skip is not None and skip.skips(r.topic):
                 skip.count(r.topic)
             else:
@@ -1120,6 +1183,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
             for f in st.delete_files():
                 plan.add(Action("delete_file", _rel(store, f.path), f"consume queue {t}/{q}: no record of the "
                                 "commitlog belongs in this file", group="consumequeue", payload=f.path))
+            _ext_actions(store, plan, st, t, q)
         plan.summary = {"queues": len(states), "units": sum(s.added for s in states.values())}
     else:
         built = rebuilder.finish()

@@ -282,6 +282,37 @@ def tags_codes(batch, props: Props, topic_ids: np.ndarray, topics: Topics, delay
     return code
 
 
+_MULTI_OFFSET = b"INNER_MULTI_QUEUE_OFFSET\x01"
+
+
+def has_multi_dispatch(batch) -> bool:
+    """Whether any record of the batch may carry multi-dispatch offsets (cheap byte search)."""
+    return _MULTI_OFFSET in batch.raw
+
+
+def multi_targets(batch, props: Props, rows: np.ndarray, topic_ids: np.ndarray, topics: Topics, enable_lmq: bool):
+    """Multi-dispatch targets (ConsumeQueue.multiDispatchLmqQueue) of the records `rows`: arrays
+    (position into rows, target topic id, target queue id, target queue offset), or None."""
+    has, _, _ = props.value(b"INNER_MULTI_QUEUE_OFFSET")
+    cand = np.flatnonzero(has[rows])
+    if not len(cand):
+        return None
+    pos, tid, qid, qoff = [], [], [], []
+    for j in cand.tolist():
+        i = int(rows[j])
+        p = parse_properties(props.buf[props.bstart[i] + 1:props.bstart[i] + 1 + int(batch.props_length[i])]
+                             .tobytes())
+        for name, q, o in D.lmq_targets(topics.names[int(topic_ids[i])], int(batch.queue_id[i]), p, enable_lmq):
+            pos.append(j)
+            tid.append(topics._id(name.encode("utf-8")))
+            qid.append(q)
+            qoff.append(o)
+    if not pos:
+        return None
+    a = lambda v: np.asarray(v, np.int64)     # noqa: E731
+    return a(pos), a(tid), a(qid), a(qoff)
+
+
 def cq_mask(batch) -> np.ndarray:
     t = batch.sys_flag & cl.TRANSACTION_MASK
     return (t == cl.TRANSACTION_NOT_TYPE) | (t == cl.TRANSACTION_COMMIT_TYPE)

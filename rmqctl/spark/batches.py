@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 from rmqctl import dispatch
 from rmqctl.formats.commitlog import MESSAGE_MAGIC_CODE_V2, TRANSACTION_TYPE_NAMES
 from rmqctl.formats.index import java_string_hash
-from rmqctl.formats.properties import INNER_NUM, KEYS, TAGS, UNIQ_KEY, parse_properties
+from rmqctl.formats.properties import (INNER_MULTI_DISPATCH, INNER_MULTI_QUEUE_OFFSET, INNER_NUM, KEYS, TAGS, UNIQ_KEY,
+                                       parse_properties)
 from rmqctl.render import offset_msg_id
 from rmqctl.scan import FileWalk, host_text
 from rmqctl.scanvec import WINDOW, walk_window
@@ -346,6 +347,8 @@ def to_arrow(bt, store: str, delay_levels, *, crc_checked: bool, columns, flt=No
         "body_length": lambda: pa.array(bt.body_length, i32),
         "properties": lambda: props().map(),
         "inner_num": lambda: props().column(INNER_NUM),
+        "multi_dispatch": lambda: props().column(INNER_MULTI_DISPATCH),
+        "multi_queue_offset": lambda: props().column(INNER_MULTI_QUEUE_OFFSET),
         "body": body,
     }
     arrays = [build[name]() for name, _ in columns]

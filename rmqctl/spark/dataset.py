@@ -187,7 +187,8 @@ def _task(splits, acc, opts, kind, stores_cfg, flt):
         acc.add({split.id: status, ("rows", split.id): rows})
 
 
-EXTRA_COLUMNS = {"inner_num": "string"}   # derived: the INNER_NUM property (batch messages), for stats
+# derived, for stats: the INNER_NUM property (batch messages), the multi-dispatch (LMQ) properties
+EXTRA_COLUMNS = {"inner_num": "string", "multi_dispatch": "string", "multi_queue_offset": "string"}
 
 
 def message_columns(names=None, body: bool = False) -> list:
@@ -292,8 +293,8 @@ def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> l
 
                 cfg = replace(cfg, commitlog_file_size=max(f[2] for f in files))
         out.append(StoreInfo(ref, files, {
-            "delay_levels": tuple(cfg.delay_levels), "enable_lmq": cfg.enable_lmq,
-            "enable_multi_dispatch": cfg.enable_multi_dispatch, "index_enable": cfg.message_index_enable,
+            "delay_levels": tuple(cfg.delay_levels), "enable_lmq": dispatch.lmq_on(cfg),
+            "enable_multi_dispatch": dispatch.multi_dispatch_on(cfg), "index_enable": cfg.message_index_enable,
             "commitlog_file_size": cfg.commitlog_file_size, "mode": mode}, offsets))
     return out
 

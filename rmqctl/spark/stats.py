@@ -17,13 +17,14 @@ HIST_LO, HIST_HI = 6, 27          # buckets [2^b, 2^(b+1)) for b in 6..27 (recor
 NB = HIST_HI - HIST_LO + 1
 MINUTE = 60_000
 STATS_COLUMNS = ["store", "topic", "queue_id", "queue_offset", "size", "transaction_type", "store_timestamp",
-                 "uniq_key", "keys", "inner_num"]   # only what the aggregation reads is built
+                 "uniq_key", "keys", "inner_num", "multi_dispatch", "multi_queue_offset"]   # only what is read
 MAX_POINTS = 600                  # per topic in the rate series: bucket width grows with the time span
 HLL_LG = 12                       # 4096 registers: ~1.6% standard error
 _NUM = ["messages", "bytes", "first_ts", "last_ts", "min_size", "max_size", "next_off"]
 PARTIAL_COLUMNS = ([("store", "string"), ("topic", "string"), ("queue_id", "int"), ("minute", "bigint")]
                    + [(c, "int" if c.endswith("_size") else "bigint") for c in _NUM]
                    + [(f"h{b}", "bigint") for b in range(HIST_LO, HIST_HI + 1)]
+                   + [("multi", "bigint")]   # multi-dispatched (LMQ) units: in the queue, not messages of it
                    + [("keys_hll", "binary"), ("uniq_hll", "binary")])
 
 
@@ -127,6 +128,21 @@ class SplitAggregate:
             for i, v in enumerate(inn.to_pylist()):
                 if v is not None:
                     inner[i] = _as_long(v, 1)
+        w = np.ones(n, np.int64)         # 1: a message of the queue; 0: a multi-dispatched unit in it
+        x = _multi_rows(col, n, dispatched, topics, tcode, q)
+        if x is not None:
+            # a target queue's unit counts for its offsets, times and sizes, not as a message (no double count)
+            rows, xt, xq, xo = x
+            topics = topics + [t for t in xt if t not in topics]
+            tnum = {t: i for i, t in enumerate(topics)}
+            tcode = np.concatenate((tcode, np.array([tnum[t] for t in xt], np.int64)))
+            q = np.concatenate((q, xq))
+            size, ts = np.concatenate((size, size[rows])), np.concatenate((ts, ts[rows]))
+            qoff, inner = np.concatenate((qoff, xo)), np.concatenate((inner, np.ones(len(rows), np.int64)))
+            dispatched = np.concatenate((dispatched, np.ones(len(rows), bool)))
+            w = np.concatenate((w, np.zeros(len(rows), np.int64)))
+            minute = ts // MINUTE
+        m_all = len(w)
         nxt = np.where(dispatched, qoff + inner, np.iinfo(np.int64).min)
         _, e = np.frexp(size.astype(np.float64))
         bucket = np.clip(e - 1, HIST_LO, HIST_HI) - HIST_LO
@@ -144,8 +160,9 @@ class SplitAggregate:
         else:
             uniq, inv = np.unique(key, return_inverse=True)
         G = len(uniq)
-        cnt = np.bincount(inv, minlength=G)
-        nbytes = np.bincount(inv, weights=size, minlength=G)
+        cnt = np.bincount(inv, weights=w, minlength=G).astype(np.int64)
+        nbytes = np.bincount(inv, weights=size * w, minlength=G)
+        multi = np.bincount(inv, weights=1 - w, minlength=G).astype(np.int64)
         big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
         first, last = np.full(G, big), np.full(G, small)
         smin, smax, nmax = np.full(G, big), np.full(G, small), np.full(G, small)
@@ -154,16 +171,17 @@ class SplitAggregate:
         np.minimum.at(smin, inv, size)
         np.maximum.at(smax, inv, size)
         np.maximum.at(nmax, inv, nxt)
-        hist = np.bincount(inv * NB + bucket, minlength=G * NB).reshape(G, NB)
+        hist = np.bincount(inv * NB + bucket, weights=w, minlength=G * NB).astype(np.int64).reshape(G, NB)
         rep = np.zeros(G, np.int64)
-        rep[inv[::-1]] = np.arange(n)[::-1]            # a row of each group, for its key values
+        rep[inv[::-1]] = np.arange(m_all)[::-1]        # a row of each group, for its key values
         nil = np.iinfo(np.int64).min
         for g, r in enumerate(rep.tolist()):
             k = (topics[tcode[r]], int(q[r]), int(minute[r]))
             a = self.groups.get(k)
             if a is None:
                 self.groups[k] = [int(cnt[g]), int(nbytes[g]), int(first[g]), int(last[g]), int(smin[g]),
-                                  int(smax[g]), None if nmax[g] == nil else int(nmax[g]), hist[g].copy()]
+                                  int(smax[g]), None if nmax[g] == nil else int(nmax[g]), hist[g].copy(),
+                                  int(multi[g])]
             else:
                 a[0] += int(cnt[g])
                 a[1] += int(nbytes[g])
@@ -172,7 +190,9 @@ class SplitAggregate:
                 if nmax[g] != nil:
                     a[6] = int(nmax[g]) if a[6] is None else max(a[6], int(nmax[g]))
                 a[7] += hist[g]
-        # HLL per (topic, queue)
+                a[8] += int(multi[g])
+        # HLL per (topic, queue): the messages' own keys
+        tcode, qc = tcode[:n], qc[:n]
         tq = tcode * nq + qc
         tq_u, tq_inv = np.unique(tq, return_inverse=True)
         kregs = np.zeros((len(tq_u), 1 << HLL_LG), np.uint8)
@@ -209,6 +229,7 @@ class SplitAggregate:
                 rows[c].append(v)
             for b in range(NB):
                 rows[f"h{HIST_LO + b}"].append(int(a[7][b]))
+            rows["multi"].append(int(a[8]) if len(a) > 8 else 0)
             rows["keys_hll"].append(None)
             rows["uniq_hll"].append(None)
         for (t, q), regs in self.hll.items():
@@ -219,6 +240,32 @@ class SplitAggregate:
         schema = arrow_schema(PARTIAL_COLUMNS)
         return pa.RecordBatch.from_arrays([pa.array(rows[c], schema.field(c).type) for c, _ in PARTIAL_COLUMNS],
                                           schema=schema)
+
+
+def _multi_rows(col, n, dispatched, topics, tcode, q):
+    """Multi-dispatch (LMQ) targets of a batch's dispatched messages (rmqctl.dispatch.lmq_targets; %LMQ%
+    names on queue 0, as with enableLmq): (row, target topic names, queue ids, queue offsets) or None."""
+    import numpy as np
+
+    from rmqctl import dispatch
+
+    mo = col(STATS_COLUMNS.index("multi_queue_offset"))
+    if mo.null_count == n:
+        return None
+    md = col(STATS_COLUMNS.index("multi_dispatch")).to_pylist()
+    rows, xt, xq, xo = [], [], [], []
+    for i, off in enumerate(mo.to_pylist()):
+        if off is None or not dispatched[i]:
+            continue
+        props = {"INNER_MULTI_DISPATCH": md[i], "INNER_MULTI_QUEUE_OFFSET": off}
+        for name, tq, to in dispatch.lmq_targets(topics[tcode[i]], int(q[i]), props, True):
+            rows.append(i)
+            xt.append(name)
+            xq.append(tq)
+            xo.append(to)
+    if not rows:
+        return None
+    return np.array(rows, np.int64), xt, np.array(xq, np.int64), np.array(xo, np.int64)
 
 
 def _dense(a):
@@ -284,8 +331,9 @@ class Merge:
             hist = np.array([h[i] for h in hcols], np.int64)
             a = self.minutes.get(k)
             if a is None:
-                self.minutes[k] = vals + [hist]
+                self.minutes[k] = vals + [hist, cols["multi"][i] or 0]
                 continue
+            a[8] += cols["multi"][i] or 0
             a[0] += vals[0]
             a[1] += vals[1]
             a[2], a[3] = min(a[2], vals[2]), max(a[3], vals[3])
@@ -311,8 +359,9 @@ class Merge:
             if d is None:
                 queues[(st, t, q)] = {"store": st, "topic": t, "queue_id": q, **dict(zip(_NUM, a[:7])),
                                       **{f"h{HIST_LO + b}": int(a[7][b]) for b in range(NB)},
-                                      "peak_per_minute": a[0]}
+                                      "peak_per_minute": a[0], "multi": a[8]}
                 continue
+            d["multi"] += a[8]
             d["messages"] += a[0]
             d["bytes"] += a[1]
             d["first_ts"], d["last_ts"] = min(d["first_ts"], a[2]), max(d["last_ts"], a[3])
@@ -423,7 +472,8 @@ def _result(stores, queues, series, width, regs, offsets, scan) -> dict:
 
     qrows = sorted(({"store": r["store"], "topic": r["topic"], "queue_id": r["queue_id"],
                      **base(r, *regs_of((r["store"], r["topic"], r["queue_id"]))),
-                     "max_offset": r["next_off"], "peak_per_minute": r["peak_per_minute"]} for r in queues),
+                     "max_offset": r["next_off"], "peak_per_minute": r["peak_per_minute"],
+                     **({"multi_dispatched_units": r["multi"]} if r.get("multi") else {})} for r in queues),
                    key=lambda d: (d["store"], d["topic"], d["queue_id"]))
     topics: dict = {}
     for r in queues:

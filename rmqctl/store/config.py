@@ -39,6 +39,8 @@ class StoreConfig:
     message_index_enable: bool = True
     enable_lmq: bool = False
     enable_multi_dispatch: bool = False
+    enable_cq_ext: bool = False          # enableConsumeQueueExt: CQ units hold consumequeue_ext addresses
+    cq_ext_file_size: int = 48 * 1024 * 1024
     multi_path_commitlog: bool = False   # storePathCommitLog with ',' (MultiPathMappedFileQueue): unsupported
     explicit: frozenset = frozenset()   # which fields came from the operator or a config file
 
@@ -52,6 +54,8 @@ class StoreConfig:
         "enableLmq": ("enable_lmq", lambda v: str(v).lower() == "true"),
         "enableMultiDispatch": ("enable_multi_dispatch", lambda v: str(v).lower() == "true"),
         "storePathCommitLog": ("multi_path_commitlog", lambda v: "," in str(v)),
+        "enableConsumeQueueExt": ("enable_cq_ext", lambda v: str(v).lower() == "true"),
+        "mappedFileSizeConsumeQueueExt": ("cq_ext_file_size", int),
     }
 
     @property
@@ -99,6 +103,13 @@ def infer(config: StoreConfig, root: Path) -> StoreConfig:
         if size and size != ix.file_size(ix.DEFAULT_HASH_SLOT_NUM, ix.DEFAULT_INDEX_NUM) and (size - 40) % 84 == 0:
             slots = (size - 40) // 84   # the broker's default ratio: maxIndexNum = 4 * maxHashSlotNum
             changes.update(hash_slot_num=slots, index_num=4 * slots)
+    if "enable_cq_ext" not in config.explicit or "cq_ext_file_size" not in config.explicit:
+        size = _cq_file_size(root / "consumequeue_ext", unit=1)
+        if size:     # ext files exist: the broker that wrote them had enableConsumeQueueExt on
+            if "enable_cq_ext" not in config.explicit:
+                changes["enable_cq_ext"] = True
+            if "cq_ext_file_size" not in config.explicit:
+                changes["cq_ext_file_size"] = size
     return replace(config, **changes) if changes else config
 
 
@@ -112,7 +123,7 @@ def _first_file_size(d: Path, digits: int) -> int | None:
     return max(sizes) if sizes else None
 
 
-def _cq_file_size(d: Path) -> int | None:
+def _cq_file_size(d: Path, unit: int = cq.UNIT_SIZE) -> int | None:
     """Largest CQ file among the first few queues (every CQ file has the same mapped size)."""
     best = 0
     try:
@@ -124,4 +135,4 @@ def _cq_file_size(d: Path) -> int | None:
                     best = max(best, os.stat(d / topic / q / n).st_size)
     except OSError:
         pass
-    return best if best and best % cq.UNIT_SIZE == 0 else None
+    return best if best and best % unit == 0 else None

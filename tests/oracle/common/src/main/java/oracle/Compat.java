@@ -30,6 +30,9 @@ public interface Compat {
     /** Units [queueOffset, physicalOffset, size, tagsCode] of [min, max). */
     List<long[]> units(DefaultMessageStore store, String topic, int queueId, long min, long max);
 
+    /** The ext unit at a CQ unit's ext address as the queue reads it: {tags_code, msg_store_time, bit_map_b64}, or null. */
+    Map<String, Object> ext(DefaultMessageStore store, String topic, int queueId, long extAddr);
+
     long maxOffsetInQueue(DefaultMessageStore store, String topic, int queueId) throws Exception;
 
     /** Raw confirm offset after recovery (5.x: checkpoint confirmPhyOffset), or null if the version has none. */

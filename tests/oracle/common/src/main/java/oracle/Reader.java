@@ -38,6 +38,7 @@ final class Reader {
     }
 
     static final int BLANK_MAGIC_CODE = -875286124;
+    static final long EXT_MAX_ADDR = Integer.MIN_VALUE - 1L; // ConsumeQueueExt.MAX_ADDR
     static final String[] ABSENT_KEYS = {"no-such-key-1", "no-such-key-2", "\u4e0d\u5b58\u5728"};
 
     static Map<String, Object> read(Compat c, String storeDir, String confPath) throws Exception {
@@ -66,19 +67,21 @@ final class Reader {
         try {
             Path copy = tmp.resolve("store");
             Files2.copyRecursive(src.toPath(), copy);
-            return readCopy(c, copy.toString(), sc, originalIndexNames, src);
+            return readCopy(c, copy.toString(), sc, originalIndexNames, src, Filters.forRead(storeDir, confPath));
         } finally {
             Files2.deleteRecursive(tmp);
         }
     }
 
     static Map<String, Object> readCopy(Compat c, String dir, Map<String, Object> sc, Set<String> originalIndexNames,
-        File src) throws Exception {
+        File src, Object sql92Filters) throws Exception {
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("rocketmq_version", c.version());
         out.put("recovery", new File(dir, "abort").exists() ? "abnormal" : "normal");
         MessageStoreConfig cfg = StoreConf.build(sc, dir, false);
+        org.apache.rocketmq.broker.filter.ConsumerFilterManager filters = Filters.create(sql92Filters, cfg);
         DefaultMessageStore store = c.newStore(cfg, Collections.emptyList());
+        Filters.install(store, filters); // abnormal recovery re-dispatches: same bit maps as the writer
         boolean ok;
         try {
             ok = store.load();
@@ -126,6 +129,10 @@ final class Reader {
                     um.put("physical_offset", u[1]);
                     um.put("size", u[2]);
                     um.put("tags_code", u[3]);
+                    if (u[3] <= EXT_MAX_ADDR) {
+                        // enableConsumeQueueExt: the ext unit the broker links this unit to (null: none)
+                        um.put("ext", c.ext(store, e.getKey(), qid, u[3]));
+                    }
                     units.add(um);
                 }
                 q.put("units", units);

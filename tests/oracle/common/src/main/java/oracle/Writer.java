@@ -130,11 +130,13 @@ final class Writer {
             throw new IllegalStateException("store dir is not empty: " + storeDir);
         }
         MessageStoreConfig cfg = StoreConf.build(storeConfig, storeDir);
+        org.apache.rocketmq.broker.filter.ConsumerFilterManager filters = Filters.create(sc.get("sql92_filters"), cfg);
         LinkedHashSet<String> topics = new LinkedHashSet<>();
         for (Map<String, Object> m : msgs) {
             topics.add(String.valueOf(m.get("topic")));
         }
         DefaultMessageStore store = c.newStore(cfg, new ArrayList<>(topics));
+        Filters.install(store, filters);
         if (!store.load()) {
             throw new IllegalStateException("load() of the new store failed");
         }

@@ -11,6 +11,7 @@ import org.apache.rocketmq.common.message.MessageExtBatch;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
 import org.apache.rocketmq.remoting.netty.NettyServerConfig;
 import org.apache.rocketmq.store.ConsumeQueue;
+import org.apache.rocketmq.store.ConsumeQueueExt;
 import org.apache.rocketmq.store.DefaultMessageStore;
 import org.apache.rocketmq.store.MessageExtBrokerInner;
 import org.apache.rocketmq.store.PutMessageResult;
@@ -110,6 +111,21 @@ public class CompatImpl implements Compat {
                 sb.release();
             }
         }
+        return r;
+    }
+
+    @Override
+    public Map<String, Object> ext(DefaultMessageStore store, String topic, int queueId, long extAddr) {
+        ConsumeQueue cq = store.findConsumeQueue(topic, queueId);
+        ConsumeQueueExt.CqExtUnit u = cq == null ? null : cq.getExt(extAddr);
+        if (u == null) {
+            return null;
+        }
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("tags_code", u.getTagsCode());
+        r.put("msg_store_time", u.getMsgStoreTime());
+        byte[] bm = u.getFilterBitMap();
+        r.put("bit_map_b64", java.util.Base64.getEncoder().encodeToString(bm == null ? new byte[0] : bm));
         return r;
     }
 

@@ -15,8 +15,11 @@ import org.apache.rocketmq.common.sysflag.MessageSysFlag;
 import org.apache.rocketmq.common.topic.TopicValidator;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
 import org.apache.rocketmq.remoting.netty.NettyServerConfig;
+import org.apache.rocketmq.store.ConsumeQueue;
+import org.apache.rocketmq.store.ConsumeQueueExt;
 import org.apache.rocketmq.store.DefaultMessageStore;
 import org.apache.rocketmq.store.PutMessageResult;
+import org.apache.rocketmq.store.SelectMappedBufferResult;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 import org.apache.rocketmq.store.queue.ConsumeQueueInterface;
 import org.apache.rocketmq.store.queue.CqUnit;
@@ -121,8 +124,35 @@ public class CompatImpl implements Compat {
                 r.add(new long[] {i, -1, -1, 0});
                 continue;
             }
-            r.add(new long[] {u.getQueueOffset(), u.getPos(), u.getSize(), u.getTagsCode()});
+            long tags = u.getTagsCode();
+            if (u.getCqExtUnit() != null && cq instanceof ConsumeQueue) {
+                // get() replaced the stored ext address by the ext unit's tagsCode: report the stored value
+                SelectMappedBufferResult sb = ((ConsumeQueue) cq).getIndexBuffer(i);
+                if (sb != null) {
+                    try {
+                        tags = sb.getByteBuffer().getLong(sb.getByteBuffer().position() + 12);
+                    } finally {
+                        sb.release();
+                    }
+                }
+            }
+            r.add(new long[] {u.getQueueOffset(), u.getPos(), u.getSize(), tags});
         }
+        return r;
+    }
+
+    @Override
+    public Map<String, Object> ext(DefaultMessageStore store, String topic, int queueId, long extAddr) {
+        ConsumeQueue cq = (ConsumeQueue) store.findConsumeQueue(topic, queueId);
+        ConsumeQueueExt.CqExtUnit u = cq == null ? null : cq.getExt(extAddr);
+        if (u == null) {
+            return null;
+        }
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("tags_code", u.getTagsCode());
+        r.put("msg_store_time", u.getMsgStoreTime());
+        byte[] bm = u.getFilterBitMap();
+        r.put("bit_map_b64", java.util.Base64.getEncoder().encodeToString(bm == null ? new byte[0] : bm));
         return r;
     }
 
