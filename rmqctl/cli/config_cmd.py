@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from rmqctl import fastjson
+from rmqctl.cli.options import resolve_time, utc_option
 from rmqctl.config import edit as ed
 from rmqctl.config.files import EMPTY, FAIL, KINDS, LOAD_MAIN, Loaded, config_dir_of, load_config, locate
 from rmqctl.errors import ProblemsFound, RmqError, UsageError
@@ -480,13 +481,15 @@ def offsets_set(store, group, topic, queue, offset, dry_run, force, as_json):
 @click.option("--to-earliest", "mode", flag_value="earliest", help="Each queue's min offset.")
 @click.option("--to-latest", "mode", flag_value="latest", help="Each queue's max offset (skip everything).")
 @click.option("--to-time", "when", metavar="TIME",
-              help="First message stored at/after TIME: epoch ms, ISO 8601, or yyyy-MM-dd#HH:mm:ss:SSS.")
+              help="First message stored at/after TIME: epoch ms, ISO 8601, yyyy-MM-dd#HH:mm:ss:SSS, now or "
+                   "-2h/-30m/-7d; no zone = local time (TZ).")
+@utc_option
 @click.option("--broker-version", type=click.Choice(["4", "5"]), default="5", show_default=True,
               help="--to-time rule of the broker line: 5 = first message at/after TIME (5.x), "
                    "4 = the message stored nearest to TIME (4.9.x getOffsetInQueueByTime).")
 @write_options
 @json_option
-def offsets_reset(store, group, topic, mode, when, broker_version, dry_run, force, as_json):
+def offsets_reset(store, group, topic, mode, when, utc, broker_version, dry_run, force, as_json):
     """Reset every queue of TOPIC for GROUP offline, computed from the local consume queues and the
     commitlog store timestamps (like mqadmin resetOffsetByTime, with the broker down).
 
@@ -499,7 +502,7 @@ def offsets_reset(store, group, topic, mode, when, broker_version, dry_run, forc
 
     if when is not None and mode is not None or (when is None and mode is None):
         raise UsageError("give exactly one of --to-earliest, --to-latest, --to-time")
-    ts = off.parse_time(when) if when is not None else None
+    ts = resolve_time("--to-time", when, utc)
     ld, doc = _load_for_write(store, "consumerOffset")
     st = _open_store(ld.target.store)
     topics_doc = None

@@ -5,17 +5,10 @@ import sys
 
 import click
 
-from rmqctl.cli.options import body_option, build_store_config, json_option, store_config_options
+from rmqctl.cli.options import (body_option, build_store_config, json_option, resolve_time, store_config_options,
+                                utc_option)
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
-
-
-def _time(ctx, param, value):
-    if value is None:
-        return None
-    from rmqctl.query import parse_time
-
-    return parse_time(value, f"--{param.name}")
 
 
 @click.command("query")
@@ -27,9 +20,11 @@ def _time(ctx, param, value):
 @click.option("--offset", type=click.IntRange(min=0), help="Logical queue offset (needs --topic, --queue).")
 @click.option("--key", help="A message key (KEYS), looked up in the index files (needs --topic).")
 @click.option("--uniq-key", help="A client message id (UNIQ_KEY), looked up in the index files (needs --topic).")
-@click.option("--time", callback=_time, help="First message of --topic/--queue stored at or after this time.")
-@click.option("--begin", callback=_time, help="Start of the store-time window (epoch ms or ISO-8601).")
-@click.option("--end", callback=_time, help="End of the store-time window, inclusive.")
+@click.option("--time", help="First message of --topic/--queue stored at or after this time.")
+@click.option("--begin", help="Start of the store-time window (epoch ms, ISO-8601, yyyy-MM-dd#HH:mm:ss:SSS, "
+                              "now, -2h...).")
+@click.option("--end", help="End of the store-time window, inclusive.")
+@utc_option
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --phys-offset/--offset/--time: this many consecutive messages.")
 @click.option("--max", "max_num", type=click.IntRange(min=1), default=None,
@@ -42,7 +37,7 @@ def _time(ctx, param, value):
 @store_config_options
 @click.pass_context
 def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_key, time, begin, end, count,
-          max_num, broker_version, scan, as_json, body, broker_config, index_slots, index_items):
+          max_num, broker_version, scan, as_json, body, broker_config, index_slots, index_items, utc):
     """Find messages by commitlog offset, message id, queue offset, key, unique key or store time.
 
     Each kind of lookup goes through the file the broker itself would use and reads only what it points
@@ -50,7 +45,9 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     newest first), the consume queue for queue offsets and times (the broker's binary search by store
     time). Index hits whose message does not really carry the key (hash collisions) are dropped and
     counted on stderr. With no index, or a damaged one, the commitlog is scanned instead, and stderr
-    says so. Times are epoch milliseconds or ISO-8601 (no zone = local time).
+    says so. Times are epoch milliseconds, ISO-8601, mqadmin's yyyy-MM-dd#HH:mm:ss:SSS, `now` or
+    relative to now (-2h, -30m, -7d); a time without a zone is local time (TZ; --utc for UTC). The
+    resolved instant is echoed on stderr in UTC and epoch milliseconds.
 
     Output is what `rmqctl dump` prints for a message; --json gives JSON Lines in dump's schema.
     Exit status: 0 when the query ran, whether or not anything matched ("no message matched" goes to
@@ -72,6 +69,7 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     from rmqctl.render import jsonl, message_dict, message_text
     from rmqctl.store.layout import Store
 
+    time, begin, end = (resolve_time(f"--{n}", v, utc) for n, v in (("time", time), ("begin", begin), ("end", end)))
     modes = [m for m, on in (("--phys-offset", phys_offset is not None), ("--msg-id", msg_id is not None),
                              ("--key", key is not None), ("--uniq-key", uniq_key is not None),
                              ("--time", time is not None), ("--offset", offset is not None)) if on]
