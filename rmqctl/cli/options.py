@@ -38,7 +38,8 @@ def store_config_options(f):
     """Broker settings that are not stored in the files (sizes, delay levels)."""
     f = click.option("--broker-config", type=click.Path(dir_okay=False, exists=True),
                      envvar="RMQCTL_BROKER_CONFIG",
-                     help="broker.conf (key=value) or JSON with mappedFileSizeCommitLog, mappedFileSizeConsumeQueue, "
+                     help="broker.conf (read like java.util.Properties) or JSON with mappedFileSizeCommitLog, "
+                          "mappedFileSizeConsumeQueue, "
                           "maxHashSlotNum, maxIndexNum, messageDelayLevel. Sizes not given are inferred from the "
                           "files. [env RMQCTL_BROKER_CONFIG]")(f)
     f = click.option("--index-slots", type=click.IntRange(min=1), default=None,
