@@ -83,6 +83,20 @@ def add_lag(rs: list[Row], store) -> None:
         r.min, r.max = cache[k]
 
 
+def out_of_range(store, topic: str, qid: int, offset: int) -> str | None:
+    """Why `offset` lies outside the queue's [min, max] in this store's consume queue (None when inside,
+    or when the queue has no consume queue here to judge by)."""
+    if store is None or (topic, qid) not in set(store.queues()):
+        return None
+    cq = store.consume_queue(topic, qid)
+    lo, hi = cq.min_offset(), cq.max_offset()
+    if lo <= offset <= hi:
+        return None
+    side = "above the max" if offset > hi else "below the min"
+    return (f"offset {offset} is {side} of {topic} queue {qid} [{lo}, {hi}] in this store: the broker answers "
+            f"the group's next pull with an illegal-offset status and moves it")
+
+
 def _qkey(queues: dict, qid: int):
     """The key form this entry already uses for a queue (int normally, str for quoted-key writers)."""
     if qid in queues:
