@@ -31,7 +31,9 @@ from rmqctl.status import Exit
               help="At most N results [key queries: 64, the broker's maxMsgsNumBatch; time ranges: all].")
 @click.option("--broker-version", type=click.Choice(["4", "5"]), default="5", show_default=True,
               help="--time: reproduce this broker's search (5.x: first offset at or after T; 4.9: nearest).")
-@click.option("--scan", is_flag=True, help="Key queries: scan the whole commitlog instead of the index.")
+@click.option("--scan", is_flag=True,
+              help="Key queries: scan the whole commitlog instead of the index. Any query: go on (with a commitlog "
+                   "scan if needed) even when --topic/--queue is named nowhere in the store.")
 @json_option
 @body_option
 @store_config_options
@@ -86,8 +88,6 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
         raise UsageError(f"{mode} needs --queue")
     if mode in ("--phys-offset", "--msg-id", "--time", "--offset") and (begin is not None or end is not None):
         raise UsageError(f"--begin/--end do not apply to {mode}")
-    if scan and mode not in ("--key", "--uniq-key"):
-        raise UsageError("--scan applies to --key/--uniq-key")
     b = 0 if begin is None else begin
     e = MAX_TIME if end is None else end
     if b > e:
@@ -97,6 +97,10 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     store = Store.open(store_dir, cfg)
     body = body or ("base64" if as_json else "text")
     verbose = (ctx.find_root().obj or {}).get("verbose", 0)
+    if topic is not None and not scan:
+        from rmqctl.store.names import require_named
+
+        require_named(store, topic, queue)
 
     def note(msg):
         sys.stderr.write(f"rmqctl: {msg}\n")

@@ -256,6 +256,13 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
 
     if what == "index" and (topic is not None or queue is not None):
         raise UsageError("--topic/--queue apply to `rebuild cq` only: index files mix every topic")
+    if topic is not None and not include_deleted_topics:
+        from rmqctl.store.layout import Store
+        from rmqctl.store.names import require_named
+
+        st = Store.open(store_dir, _config(Path(store_dir), _one_conf(conf, conf_alias)))
+        if st.looks_like_store():
+            require_named(st, topic, queue, scan_hint="--include-deleted-topics goes on anyway")
 
     def build(store, staging, pg):
         if engine == "spark":
