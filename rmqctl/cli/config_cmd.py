@@ -507,7 +507,7 @@ def offsets_set(store, group, topic, queue, offset, strict, dry_run, force, as_j
 @click.option("--topic", "-t", required=True)
 @click.option("--to-earliest", "mode", flag_value="earliest", help="Each queue's min offset.")
 @click.option("--to-latest", "mode", flag_value="latest", help="Each queue's max offset (skip everything).")
-@click.option("--to-time", "when", metavar="TIME",
+@click.option("--to-time", "-s", "when", metavar="TIME",
               help="First message stored at/after TIME: epoch ms, ISO 8601, yyyy-MM-dd#HH:mm:ss:SSS, now or "
                    "-2h/-30m/-7d; no zone = local time (TZ).")
 @utc_option
@@ -611,7 +611,7 @@ def topics_list(store, as_json):
 
 def _topic_opts(f):
     f = click.option("--order/--no-order", default=None, help="Ordered topic flag.")(f)
-    f = click.option("--perm", type=click.IntRange(0, 7), help="4 read + 2 write + 1 inherit (6 = read/write).")(f)
+    f = click.option("--perm", "-p", type=click.IntRange(0, 7), help="4 read + 2 write + 1 inherit (6 = read/write).")(f)
     f = click.option("--write-queues", "-w", type=int, help="writeQueueNums.")(f)
     f = click.option("--read-queues", "-r", type=int, help="readQueueNums.")(f)
     return f

@@ -14,16 +14,16 @@ from rmqctl.status import Exit
 @click.command("query")
 @click.argument("store_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--phys-offset", type=int, help="The message at this commitlog offset.")
-@click.option("--msg-id", help="An offsetMsgId (store host + port + commitlog offset, 32 or 56 hex chars).")
-@click.option("--topic", help="Topic for --key/--uniq-key/--offset/--time, or alone with --begin/--end.")
-@click.option("--queue", type=click.IntRange(min=0), help="Queue id for --offset/--time (or to narrow a time range).")
-@click.option("--offset", type=click.IntRange(min=0), help="Logical queue offset (needs --topic, --queue).")
-@click.option("--key", help="A message key (KEYS), looked up in the index files (needs --topic).")
+@click.option("--msg-id", "-i", help="An offsetMsgId (store host + port + commitlog offset, 32 or 56 hex chars).")
+@click.option("--topic", "-t", help="Topic for --key/--uniq-key/--offset/--time, or alone with --begin/--end.")
+@click.option("--queue", "-q", type=click.IntRange(min=0), help="Queue id for --offset/--time (or to narrow a time range).")
+@click.option("--offset", "-o", type=click.IntRange(min=0), help="Logical queue offset (needs --topic, --queue).")
+@click.option("--key", "-k", help="A message key (KEYS), looked up in the index files (needs --topic).")
 @click.option("--uniq-key", help="A client message id (UNIQ_KEY), looked up in the index files (needs --topic).")
 @click.option("--time", help="First message of --topic/--queue stored at or after this time.")
-@click.option("--begin", help="Start of the store-time window (epoch ms, ISO-8601, yyyy-MM-dd#HH:mm:ss:SSS, "
+@click.option("--begin", "-b", help="Start of the store-time window (epoch ms, ISO-8601, yyyy-MM-dd#HH:mm:ss:SSS, "
                               "now, -2h...).")
-@click.option("--end", help="End of the store-time window, inclusive.")
+@click.option("--end", "-e", help="End of the store-time window, inclusive.")
 @utc_option
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --phys-offset/--offset/--time: this many consecutive messages.")
@@ -66,6 +66,8 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
       rmqctl query store --topic TopicTest --uniq-key C0A8010A30391B6D3586000003E80001
       rmqctl query store --topic TopicTest --queue 0 --time 1700000000000
       rmqctl query store --topic TopicTest --begin 2024-05-01T12:00Z --end 2024-05-01T12:05Z --max 100
+      rmqctl query store -t TopicTest -k order-42 -b -2h        # mqadmin's short flags
+      rmqctl queryMsgByKey store -t TopicTest -k order-42       # mqadmin's verb
     """
     from rmqctl.query import MAX_TIME, QueryEngine
     from rmqctl.render import jsonl, message_dict, message_text
