@@ -31,7 +31,7 @@ def resolve_time(what: str, text, utc: bool = False):
 
     ms = parse_time(text, what, utc=utc)
     sys.stderr.write(f"rmqctl: {describe(what, text, ms)}\n")
-    return ms
+    return int(ms)   # a plain int from here on (Spark filters are pickled to executors)
 
 
 def store_config_options(f):
