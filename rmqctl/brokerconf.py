@@ -77,7 +77,7 @@ def _unescape(s: str, where: str) -> str:
         if c == "u":
             h = s[i:i + 4]
             if len(h) < 4 or any(ch not in "0123456789abcdefABCDEF" for ch in h):
-                raise UsageError(f"{where}: malformed \\uxxxx escape \\u{h}")
+                raise UsageError(f"malformed \\uxxxx escape \\u{h}", path=where)
             out.append(chr(int(h, 16)))
             i += 4
         else:
@@ -125,7 +125,7 @@ def read_broker_config(path) -> dict:
         raise UsageError(f"cannot read the broker config: {e.strerror}", path=p) from None
     if b"\0" in raw:
         off = raw.index(b"\0")
-        raise UsageError(f"offset {off}: not a broker.conf or JSON text file (binary data)", path=p)
+        raise UsageError("not a broker.conf or JSON text file (binary data)", path=p, offset=off)
     if raw.lstrip()[:1] == b"{":
         try:
             values = json.loads(raw.decode("utf-8"))
