@@ -11,7 +11,6 @@ The engine is a library (no click, no rich): notes go to a callback, damaged inp
 """
 from __future__ import annotations
 
-import datetime as _dt
 import heapq
 import os
 import re
@@ -26,30 +25,12 @@ from rmqctl.formats import properties as P
 from rmqctl.formats.consumequeue import PRE_BLANK_SIZE
 from rmqctl.scan import FileWalk, host_text
 from rmqctl.store.commitlog import CommitLog, open_ro
+from rmqctl.timeparse import parse_time  # noqa: F401  (re-exported: library callers import it from here)
 
 MAX_TIME = (1 << 63) - 1
-_ISO_HINT = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 # --- argument parsing (shared by the CLI and library callers) -------------------------------------
-def parse_time(text: str, what: str = "time") -> int:
-    """Epoch milliseconds, or ISO-8601 (`2024-05-01T12:00:00Z`, `2024-05-01 12:00:00.250+08:00`);
-    an ISO time without a zone is local time, like `date`."""
-    s = str(text).strip()
-    if re.fullmatch(r"-?\d+", s):
-        return int(s)
-    if _ISO_HINT.match(s):
-        try:
-            d = _dt.datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            d = None
-        if d is not None:
-            if d.tzinfo is None:
-                d = d.astimezone()   # local zone
-            return int(round(d.timestamp() * 1000))
-    raise UsageError(f"bad {what} {text!r}: give epoch milliseconds or ISO-8601 (2024-05-01T12:00:00Z)")
-
-
 def parse_msg_id(text: str) -> tuple[bytes, int, int]:
     """MessageDecoder.decodeMessageId: 32 hex chars = IPv4 host + port + offset, 56 = IPv6."""
     s = text.strip()

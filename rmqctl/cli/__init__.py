@@ -10,6 +10,7 @@ import sys
 import click
 
 from rmqctl import __version__
+from rmqctl.cli import mqadmin
 from rmqctl.errors import RmqError
 from rmqctl.status import EXIT_CODES_DOC, Exit
 
@@ -48,6 +49,11 @@ class LazyGroup(click.Group):
 
             return unavailable
 
+    def resolve_command(self, ctx, args):
+        from rmqctl.cli.mqadmin import translate   # mqadmin verbs (queryMsgByKey...) -> rmqctl commands
+
+        return super().resolve_command(ctx, translate(args))
+
     def format_commands(self, ctx, formatter):
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
@@ -55,7 +61,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-             epilog=EXIT_CODES_DOC)
+             epilog=EXIT_CODES_DOC + "\n\n" + mqadmin.help_table())
 @click.version_option(__version__, prog_name="rmqctl")
 @click.option("-v", "--verbose", count=True, help="More diagnostics on stderr (-vv: tracebacks).")
 @click.pass_context

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from rmqctl import fastjson
+from rmqctl.cli.options import resolve_time, utc_option
 from rmqctl.config import edit as ed
 from rmqctl.config.files import EMPTY, FAIL, KINDS, LOAD_MAIN, Loaded, config_dir_of, load_config, locate
 from rmqctl.errors import ProblemsFound, RmqError, UsageError
@@ -280,7 +281,7 @@ def get(target, name, path, as_json):
     return _exit_for(ld)
 
 
-@config.command("set")
+@config.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("target", type=click.Path(path_type=Path))
 @click.argument("name")
 @click.argument("path")
@@ -289,7 +290,10 @@ def get(target, name, path, as_json):
 @write_options
 @json_option
 def set_cmd(target, name, path, value, as_string, dry_run, force, as_json):
-    """Set the value at PATH to VALUE (broker JSON: 5, true, "x", {0:1}; a bare word is a string).
+    """Set the value at PATH to VALUE (broker JSON: 5, -3, true, "x", {0:1}; a bare word is a string).
+
+    Setting a field of a topic or group that does not exist yet creates the whole entry first with the
+    fields the broker fills (as `config topics create` / `config groups create`).
 
     \b
     Example:
@@ -302,10 +306,11 @@ def set_cmd(target, name, path, value, as_string, dry_run, force, as_json):
     except UsageError:
         old_v = None
     new_v = ed.parse_value(value, old=old_v, as_string=as_string)
+    created = ed.fill_new_entry(ld.kind.name, doc, path, new_v)
     old = ed.set_(doc, path, new_v)
     change = f"{path}: {_short(old)} -> {_short(new_v)}"
     return _finish_write(ld, doc, op=f"config-set-{ld.kind.name}", dry_run=dry_run, force=force,
-                         as_json=as_json, changes=[change])
+                         as_json=as_json, changes=[created] if created else [change])
 
 
 @config.command("delete")
@@ -341,8 +346,9 @@ def _short(v, limit: int = 60) -> str:
 def diff(args, as_json):
     """Compare main with .bak (TARGET NAME), or the same file in two stores (STORE1 STORE2 NAME).
 
-    Compares the bytes as the broker dialect; unreadable copies are compared as raw text. Exits 0
-    when identical, 4 when they differ.
+    Compares the parsed content (broker dialect): copies whose bytes differ only in layout
+    (whitespace, indentation, key order) are reported as such and exit 0; copies that differ in
+    content print a unified diff and exit 4. Unreadable copies are compared as raw text.
 
     \b
     Example:
@@ -367,11 +373,26 @@ def diff(args, as_json):
     if a is None and b is None:
         raise UsageError(f"neither {a_path} nor {b_path} exists")
     d = unified_diff(a, b or b"", b_path, old_label=str(a_path), new_label=str(b_path))
+    same = a == b or _same_content(a, b)
     if as_json:
-        _emit_json({"a": str(a_path), "b": str(b_path), "identical": a == b, "diff": d})
+        _emit_json({"a": str(a_path), "b": str(b_path), "identical": a == b, "same_content": same,
+                    "layout_only": same and a != b, "diff": d})
+    elif a != b and same:
+        click.echo(f"{a_path} and {b_path}: same content; only the layout differs (whitespace, indentation, "
+                   f"key order)")
     else:
         sys.stdout.write(d)
-    return Exit.OK if a == b else Exit.PROBLEMS
+    return Exit.OK if same else Exit.PROBLEMS
+
+
+def _same_content(a: bytes | None, b: bytes | None) -> bool:
+    """Both parse (broker dialect) to the same document: tables are maps, so key order is layout too."""
+    if a is None or b is None:
+        return False
+    try:
+        return fastjson.loads(a) == fastjson.loads(b)
+    except (RmqError, ValueError):
+        return False
 
 
 @config.command("restore")
@@ -455,10 +476,12 @@ def offsets_show(store, group, topic, as_json):
 @click.option("--topic", "-t", required=True)
 @click.option("--queue", "-q", type=int, required=True, help="Queue id.")
 @click.option("--offset", "offset", type=int, required=True, help="Next logical offset to consume.")
+@click.option("--strict", is_flag=True, help="Refuse (exit 4) an offset outside the queue's [min, max] in this store.")
 @write_options
 @json_option
-def offsets_set(store, group, topic, queue, offset, dry_run, force, as_json):
-    """Set one queue's committed offset.
+def offsets_set(store, group, topic, queue, offset, strict, dry_run, force, as_json):
+    """Set one queue's committed offset. An offset outside the queue's [min, max] (from the store's
+    consume queue) is written with a warning, or refused with --strict.
 
     \b
     Example:
@@ -467,6 +490,11 @@ def offsets_set(store, group, topic, queue, offset, dry_run, force, as_json):
     from rmqctl.config import offsets as off
 
     ld, doc = _load_for_write(store, "consumerOffset")
+    why = off.out_of_range(_open_store(ld.target.store), topic, queue, offset)
+    if why and strict:
+        raise ProblemsFound(f"{why}; refused (--strict)")
+    if why:
+        warn(why)
     old = off.set_offset(doc, topic, group, queue, offset)
     off.finish(doc)
     return _finish_write(ld, doc, op="offsets-set", dry_run=dry_run, force=force, as_json=as_json,
@@ -479,14 +507,16 @@ def offsets_set(store, group, topic, queue, offset, dry_run, force, as_json):
 @click.option("--topic", "-t", required=True)
 @click.option("--to-earliest", "mode", flag_value="earliest", help="Each queue's min offset.")
 @click.option("--to-latest", "mode", flag_value="latest", help="Each queue's max offset (skip everything).")
-@click.option("--to-time", "when", metavar="TIME",
-              help="First message stored at/after TIME: epoch ms, ISO 8601, or yyyy-MM-dd#HH:mm:ss:SSS.")
+@click.option("--to-time", "-s", "when", metavar="TIME",
+              help="First message stored at/after TIME: epoch ms, ISO 8601, yyyy-MM-dd#HH:mm:ss:SSS, now or "
+                   "-2h/-30m/-7d; no zone = local time (TZ).")
+@utc_option
 @click.option("--broker-version", type=click.Choice(["4", "5"]), default="5", show_default=True,
               help="--to-time rule of the broker line: 5 = first message at/after TIME (5.x), "
                    "4 = the message stored nearest to TIME (4.9.x getOffsetInQueueByTime).")
 @write_options
 @json_option
-def offsets_reset(store, group, topic, mode, when, broker_version, dry_run, force, as_json):
+def offsets_reset(store, group, topic, mode, when, utc, broker_version, dry_run, force, as_json):
     """Reset every queue of TOPIC for GROUP offline, computed from the local consume queues and the
     commitlog store timestamps (like mqadmin resetOffsetByTime, with the broker down).
 
@@ -499,7 +529,7 @@ def offsets_reset(store, group, topic, mode, when, broker_version, dry_run, forc
 
     if when is not None and mode is not None or (when is None and mode is None):
         raise UsageError("give exactly one of --to-earliest, --to-latest, --to-time")
-    ts = off.parse_time(when) if when is not None else None
+    ts = resolve_time("--to-time", when, utc)
     ld, doc = _load_for_write(store, "consumerOffset")
     st = _open_store(ld.target.store)
     topics_doc = None
@@ -581,7 +611,7 @@ def topics_list(store, as_json):
 
 def _topic_opts(f):
     f = click.option("--order/--no-order", default=None, help="Ordered topic flag.")(f)
-    f = click.option("--perm", type=click.IntRange(0, 7), help="4 read + 2 write + 1 inherit (6 = read/write).")(f)
+    f = click.option("--perm", "-p", type=click.IntRange(0, 7), help="4 read + 2 write + 1 inherit (6 = read/write).")(f)
     f = click.option("--write-queues", "-w", type=int, help="writeQueueNums.")(f)
     f = click.option("--read-queues", "-r", type=int, help="readQueueNums.")(f)
     return f

@@ -15,11 +15,31 @@ def body_option(f):
                         help="How to print message bodies [default: text on a terminal, base64 with --json].")(f)
 
 
+def utc_option(f):
+    return click.option("--utc", is_flag=True,
+                        help="Read times written without a zone as UTC [default: the machine's local time, "
+                             "like mqadmin; TZ changes it].")(f)
+
+
+def resolve_time(what: str, text, utc: bool = False):
+    """The one time parser (rmqctl.timeparse), echoing the resolved instant on stderr; None stays None."""
+    if text is None:
+        return None
+    import sys
+
+    from rmqctl.timeparse import describe, parse_time
+
+    ms = parse_time(text, what, utc=utc)
+    sys.stderr.write(f"rmqctl: {describe(what, text, ms)}\n")
+    return int(ms)   # a plain int from here on (Spark filters are pickled to executors)
+
+
 def store_config_options(f):
     """Broker settings that are not stored in the files (sizes, delay levels)."""
     f = click.option("--broker-config", type=click.Path(dir_okay=False, exists=True),
                      envvar="RMQCTL_BROKER_CONFIG",
-                     help="broker.conf (key=value) or JSON with mappedFileSizeCommitLog, mappedFileSizeConsumeQueue, "
+                     help="broker.conf (read like java.util.Properties) or JSON with mappedFileSizeCommitLog, "
+                          "mappedFileSizeConsumeQueue, "
                           "maxHashSlotNum, maxIndexNum, messageDelayLevel. Sizes not given are inferred from the "
                           "files. [env RMQCTL_BROKER_CONFIG]")(f)
     f = click.option("--index-slots", type=click.IntRange(min=1), default=None,

@@ -5,44 +5,41 @@ import sys
 
 import click
 
-from rmqctl.cli.options import body_option, build_store_config, json_option, store_config_options
+from rmqctl.cli.options import (body_option, build_store_config, json_option, resolve_time, store_config_options,
+                                utc_option)
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
-
-
-def _time(ctx, param, value):
-    if value is None:
-        return None
-    from rmqctl.query import parse_time
-
-    return parse_time(value, f"--{param.name}")
 
 
 @click.command("query")
 @click.argument("store_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--phys-offset", type=int, help="The message at this commitlog offset.")
-@click.option("--msg-id", help="An offsetMsgId (store host + port + commitlog offset, 32 or 56 hex chars).")
-@click.option("--topic", help="Topic for --key/--uniq-key/--offset/--time, or alone with --begin/--end.")
-@click.option("--queue", type=click.IntRange(min=0), help="Queue id for --offset/--time (or to narrow a time range).")
-@click.option("--offset", type=click.IntRange(min=0), help="Logical queue offset (needs --topic, --queue).")
-@click.option("--key", help="A message key (KEYS), looked up in the index files (needs --topic).")
+@click.option("--msg-id", "-i", help="An offsetMsgId (store host + port + commitlog offset, 32 or 56 hex chars).")
+@click.option("--topic", "-t", help="Topic for --key/--uniq-key/--offset/--time, or alone with --begin/--end.")
+@click.option("--queue", "-q", type=click.IntRange(min=0), help="Queue id for --offset/--time (or to narrow a time range).")
+@click.option("--offset", "-o", type=click.IntRange(min=0), help="Logical queue offset (needs --topic, --queue).")
+@click.option("--key", "-k", help="A message key (KEYS), looked up in the index files (needs --topic).")
 @click.option("--uniq-key", help="A client message id (UNIQ_KEY), looked up in the index files (needs --topic).")
-@click.option("--time", callback=_time, help="First message of --topic/--queue stored at or after this time.")
-@click.option("--begin", callback=_time, help="Start of the store-time window (epoch ms or ISO-8601).")
-@click.option("--end", callback=_time, help="End of the store-time window, inclusive.")
+@click.option("--time", help="First message of --topic/--queue stored at or after this time.")
+@click.option("--begin", "-b", help="Start of the store-time window (epoch ms, ISO-8601, yyyy-MM-dd#HH:mm:ss:SSS, "
+                              "now, -2h...).")
+@click.option("--end", "-e", help="End of the store-time window, inclusive.")
+@utc_option
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --phys-offset/--offset/--time: this many consecutive messages.")
 @click.option("--max", "max_num", type=click.IntRange(min=1), default=None,
               help="At most N results [key queries: 64, the broker's maxMsgsNumBatch; time ranges: all].")
 @click.option("--broker-version", type=click.Choice(["4", "5"]), default="5", show_default=True,
               help="--time: reproduce this broker's search (5.x: first offset at or after T; 4.9: nearest).")
-@click.option("--scan", is_flag=True, help="Key queries: scan the whole commitlog instead of the index.")
+@click.option("--scan", is_flag=True,
+              help="Key queries: scan the whole commitlog instead of the index. Any query: go on (with a commitlog "
+                   "scan if needed) even when --topic/--queue is named nowhere in the store.")
 @json_option
 @body_option
 @store_config_options
 @click.pass_context
 def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_key, time, begin, end, count,
-          max_num, broker_version, scan, as_json, body, broker_config, index_slots, index_items):
+          max_num, broker_version, scan, as_json, body, broker_config, index_slots, index_items, utc):
     """Find messages by commitlog offset, message id, queue offset, key, unique key or store time.
 
     Each kind of lookup goes through the file the broker itself would use and reads only what it points
@@ -50,7 +47,9 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     newest first), the consume queue for queue offsets and times (the broker's binary search by store
     time). Index hits whose message does not really carry the key (hash collisions) are dropped and
     counted on stderr. With no index, or a damaged one, the commitlog is scanned instead, and stderr
-    says so. Times are epoch milliseconds or ISO-8601 (no zone = local time).
+    says so. Times are epoch milliseconds, ISO-8601, mqadmin's yyyy-MM-dd#HH:mm:ss:SSS, `now` or
+    relative to now (-2h, -30m, -7d); a time without a zone is local time (TZ; --utc for UTC). The
+    resolved instant is echoed on stderr in UTC and epoch milliseconds.
 
     Output is what `rmqctl dump` prints for a message; --json gives JSON Lines in dump's schema.
     Exit status: 0 when the query ran, whether or not anything matched ("no message matched" goes to
@@ -67,11 +66,14 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
       rmqctl query store --topic TopicTest --uniq-key C0A8010A30391B6D3586000003E80001
       rmqctl query store --topic TopicTest --queue 0 --time 1700000000000
       rmqctl query store --topic TopicTest --begin 2024-05-01T12:00Z --end 2024-05-01T12:05Z --max 100
+      rmqctl query store -t TopicTest -k order-42 -b -2h        # mqadmin's short flags
+      rmqctl queryMsgByKey store -t TopicTest -k order-42       # mqadmin's verb
     """
     from rmqctl.query import MAX_TIME, QueryEngine
     from rmqctl.render import jsonl, message_dict, message_text
     from rmqctl.store.layout import Store
 
+    time, begin, end = (resolve_time(f"--{n}", v, utc) for n, v in (("time", time), ("begin", begin), ("end", end)))
     modes = [m for m, on in (("--phys-offset", phys_offset is not None), ("--msg-id", msg_id is not None),
                              ("--key", key is not None), ("--uniq-key", uniq_key is not None),
                              ("--time", time is not None), ("--offset", offset is not None)) if on]
@@ -88,8 +90,6 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
         raise UsageError(f"{mode} needs --queue")
     if mode in ("--phys-offset", "--msg-id", "--time", "--offset") and (begin is not None or end is not None):
         raise UsageError(f"--begin/--end do not apply to {mode}")
-    if scan and mode not in ("--key", "--uniq-key"):
-        raise UsageError("--scan applies to --key/--uniq-key")
     b = 0 if begin is None else begin
     e = MAX_TIME if end is None else end
     if b > e:
@@ -99,6 +99,10 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     store = Store.open(store_dir, cfg)
     body = body or ("base64" if as_json else "text")
     verbose = (ctx.find_root().obj or {}).get("verbose", 0)
+    if topic is not None and not scan:
+        from rmqctl.store.names import require_named
+
+        require_named(store, topic, queue)
 
     def note(msg):
         sys.stderr.write(f"rmqctl: {msg}\n")

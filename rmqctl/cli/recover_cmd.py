@@ -25,19 +25,20 @@ Exit status:
 def _config(store_dir: Path, conf: str | None):
     from rmqctl.store.config import StoreConfig
 
-    if conf is None:
-        return None
-    p = Path(conf)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"cannot read the broker config: {e.strerror}", path=p) from e
-    if text.lstrip().startswith("{"):
-        values = json.loads(text)
-        if isinstance(values.get("store_config"), dict):   # an oracle fixture manifest
-            values = values["store_config"]
-        return StoreConfig().with_values(values)
-    return StoreConfig.from_file(p)
+    return None if conf is None else StoreConfig.from_file(conf)
+
+
+def _broker_config_options(f):
+    """--broker-config [env RMQCTL_BROKER_CONFIG], as in every other command; --config stays as a hidden alias."""
+    f = click.option("--config", "conf_alias", type=click.Path(dir_okay=False, exists=True), hidden=True)(f)
+    return click.option("--broker-config", "conf", type=click.Path(dir_okay=False, exists=True),
+                        envvar="RMQCTL_BROKER_CONFIG",
+                        help="broker.conf (or JSON, or a fixture manifest.json) giving the store's file sizes and "
+                             "delay levels [env RMQCTL_BROKER_CONFIG].")(f)
+
+
+def _one_conf(conf, conf_alias):
+    return conf_alias if conf_alias is not None else conf   # the old name, when given, wins over the env var
 
 
 def _progress(total: int, desc: str):
@@ -183,10 +184,9 @@ def _rollback(root: Path, j, exc) -> bool:
 @click.option("--from-start", is_flag=True,
               help="Validate and re-dispatch from the first commitlog file, not from the file the broker's own "
                    "recovery would start at (slower; catches queues lagging further back).")
-@click.option("--config", "conf", type=click.Path(dir_okay=False),
-              help="broker.conf (or a fixture manifest.json) giving the store's file sizes and delay levels.")
+@_broker_config_options
 @click.option("--apply", is_flag=True, hidden=True, help="Accepted for scripts; applying is the default.")
-def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, apply):
+def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_alias, apply):
     """Offline abnormal recovery: bring a crashed store back to a state the broker accepts.
 
     Does what the broker does after an unclean shutdown -- find the last valid record, truncate the
@@ -211,7 +211,7 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, apply)
     def build(store, staging, pg):
         return R.analyze(store, opts, staging, progress=pg)
 
-    return _run(store_dir, conf, dry_run, as_json, "recover", build)
+    return _run(store_dir, _one_conf(conf, conf_alias), dry_run, as_json, "recover", build)
 
 
 @click.command(epilog=RECOVER_EXITS)
@@ -221,8 +221,7 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, apply)
 @click.option("--queue", type=int, help="Only this queue id (cq).")
 @click.option("--dry-run", is_flag=True, help="Build in a temporary folder and list what would change.")
 @click.option("--json", "as_json", is_flag=True, help="The plan and the outcome as one JSON object.")
-@click.option("--config", "conf", type=click.Path(dir_okay=False),
-              help="broker.conf (or a fixture manifest.json) giving the store's file sizes and delay levels.")
+@_broker_config_options
 @click.option("--include-deleted-topics", is_flag=True,
               help="Also dispatch topics absent from config/topics.json (deleted topics whose messages are still in "
                    "the commitlog); by default they are skipped and listed in the plan. System topics are always "
@@ -231,7 +230,8 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, apply)
               help="spark: decode the commitlog with Spark tasks (byte-identical files).")
 @click.option("--master", envvar="SPARK_MASTER", default=None,
               help="With --engine spark: master URL [default: embedded local[*]; env SPARK_MASTER].")
-def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, include_deleted_topics, engine, master):
+def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, include_deleted_topics, engine,
+            master):
     """Regenerate consume queues or index files from the commitlog, byte-identical to the broker's.
 
     Files are built beside the store (in the quarantine's staging folder, never inside commitlog/ or
@@ -256,6 +256,13 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, include_delet
 
     if what == "index" and (topic is not None or queue is not None):
         raise UsageError("--topic/--queue apply to `rebuild cq` only: index files mix every topic")
+    if topic is not None and not include_deleted_topics:
+        from rmqctl.store.layout import Store
+        from rmqctl.store.names import require_named
+
+        st = Store.open(store_dir, _config(Path(store_dir), _one_conf(conf, conf_alias)))
+        if st.looks_like_store():
+            require_named(st, topic, queue, scan_hint="--include-deleted-topics goes on anyway")
 
     def build(store, staging, pg):
         if engine == "spark":
@@ -267,5 +274,5 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, include_delet
         return R.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg,
                                  include_deleted_topics=include_deleted_topics)
 
-    return _run(store_dir, conf, dry_run, as_json, f"rebuild-{what}", build)
+    return _run(store_dir, _one_conf(conf, conf_alias), dry_run, as_json, f"rebuild-{what}", build)
 

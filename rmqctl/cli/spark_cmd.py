@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from rmqctl.cli.options import json_option
+from rmqctl.cli.options import json_option, resolve_time, utc_option
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
 
@@ -34,19 +34,23 @@ def filter_options(f):
     f = click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).")(f)
     f = click.option("--queue", "queues", type=int, multiple=True, help="Only this queue id (repeatable).")(f)
     f = click.option("--key", "keys", multiple=True, help="Only messages with this KEYS entry or UNIQ_KEY (repeatable).")(f)
-    f = click.option("--begin", help="Store time >= this (ms since the epoch or ISO 8601, UTC by default).")(f)
+    f = click.option("--begin", help="Store time >= this (epoch ms, ISO 8601, yyyy-MM-dd#HH:mm:ss:SSS, now, "
+                                      "-2h...; no zone = local time, TZ or --utc to change).")(f)
     f = click.option("--end", help="Store time < this.")(f)
+    f = utc_option(f)
     f = click.option("--transaction-type", "tx_types", multiple=True,
                      type=click.Choice(["NOT", "PREPARED", "COMMIT", "ROLLBACK"], case_sensitive=False),
                      help="Only this transaction type (repeatable).")(f)
     return f
 
 
-def _filter(topics, queues, keys, begin, end, tx_types):
+def _filter(topics, queues, keys, begin, end, tx_types, utc=False):
     from rmqctl.spark.dataset import Filter
-    from rmqctl.spark.export import parse_time
 
-    return Filter(frozenset(topics), frozenset(queues), frozenset(keys), parse_time(begin), parse_time(end),
+    b, e = resolve_time("--begin", begin, utc), resolve_time("--end", end, utc)
+    if b is not None and e is not None and b >= e:
+        raise UsageError(f"--begin {int(b)} is not before --end {int(e)} (--end is exclusive): nothing to select")
+    return Filter(frozenset(topics), frozenset(queues), frozenset(keys), b, e,
                   frozenset(t.upper() for t in tx_types))
 
 
@@ -97,7 +101,7 @@ def _size(n):
 @click.option("--queues/--no-queues", "show_queues", default=None,
               help="Show the per-queue table [default: when there are at most 64 queues].")
 @click.pass_context
-def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, queues, keys, begin, end, tx_types,
+def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, queues, keys, begin, end, tx_types, utc,
           as_json, chart, show_queues):
     """Per store, topic and queue: messages, bytes, first/last store time, size distribution, peak rate,
     distinct keys (HyperLogLog estimate), and consumer lag per group from config/consumerOffset.json.
@@ -119,7 +123,7 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
 
     if chart and not chart.endswith((".html", ".htm", ".svg")):
         raise UsageError("--chart FILE must end in .html or .svg")
-    flt = _filter(topics, queues, keys, begin, end, tx_types)
+    flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
     ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc)
     result = st.compute(ds, flt or None)
     if chart:
@@ -204,7 +208,7 @@ def _print_stats(result, show_queues):
 @json_option
 @click.pass_context
 def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, io, split_size, broker_config,
-           no_crc, topics, queues, keys, begin, end, tx_types, as_json):
+           no_crc, topics, queues, keys, begin, end, tx_types, utc, as_json):
     """Export messages to Parquet or JSON Lines with the documented messages schema (store, topic,
     queue_id, queue_offset, physical_offset, size, sys_flag, transaction_type, tags, tags_code,
     keys, uniq_key, msg_id, born/store timestamps (ms) and hosts, reconsume_times, body_crc_ok,
@@ -218,7 +222,7 @@ def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, 
     """
     from rmqctl.spark.export import export as run_export
 
-    flt = _filter(topics, queues, keys, begin, end, tx_types)
+    flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
     ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=body)
     res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by), files=files)
     if as_json:

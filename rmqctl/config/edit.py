@@ -134,3 +134,40 @@ def delete(doc, path: str):
     k, old = _child(node, segs[-1], where)
     del node[k]
     return old
+
+
+# topics.json / subscriptionGroup.json entries the broker would never write half-filled
+_ENTRY_TABLES = {"topics": ("topicConfigTable", "topic", "config topics create"),
+                 "subscriptionGroup": ("subscriptionGroupTable", "group", "config groups create")}
+
+
+def fill_new_entry(kind: str, doc: dict, path: str, value) -> str | None:
+    """`config set` on a topic or group that does not exist yet: create the whole entry with the fields the
+    broker fills (as `config topics create` / `config groups create` do), so that the set that follows
+    changes one field of a complete entry instead of leaving {"perm": 6} with no topicName. Returns a note
+    for the output, None when nothing was created."""
+    if kind not in _ENTRY_TABLES:
+        return None
+    table_key, what, cmd = _ENTRY_TABLES[kind]
+    segs = split_path(path)
+    if len(segs) < 2 or segs[0] != table_key or not isinstance(doc.get(table_key, {}), dict):
+        return None
+    name = str(segs[1])
+    if name in doc.get(table_key, {}):
+        return None
+    if len(segs) == 2 and not isinstance(value, dict):
+        raise UsageError(f"a {what} entry is an object; create {what} {name!r} with `rmqctl {cmd}`")
+    if kind == "topics":
+        from rmqctl.config import topics as tp
+
+        tp.create(doc, name)
+    else:
+        from rmqctl.config import groups as gp
+
+        gp.create(doc, name, {})
+    if len(segs) == 2:      # a whole object: its fields over the broker's defaults
+        entry = doc[table_key][name]
+        entry.update(value)
+        value.clear()
+        value.update(entry)
+    return f"created {what} {name} with the broker's defaults (as `rmqctl {cmd}`), then set {path}"

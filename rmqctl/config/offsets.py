@@ -11,9 +11,7 @@ the broker's search by store time; a time after the last message gives the queue
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from rmqctl.config.files import as_int, looks_v5, next_version
 from rmqctl.errors import UsageError
@@ -83,6 +81,20 @@ def add_lag(rs: list[Row], store) -> None:
             cq = store.consume_queue(*k)
             cache[k] = (cq.min_offset(), cq.max_offset())
         r.min, r.max = cache[k]
+
+
+def out_of_range(store, topic: str, qid: int, offset: int) -> str | None:
+    """Why `offset` lies outside the queue's [min, max] in this store's consume queue (None when inside,
+    or when the queue has no consume queue here to judge by)."""
+    if store is None or (topic, qid) not in set(store.queues()):
+        return None
+    cq = store.consume_queue(topic, qid)
+    lo, hi = cq.min_offset(), cq.max_offset()
+    if lo <= offset <= hi:
+        return None
+    side = "above the max" if offset > hi else "below the min"
+    return (f"offset {offset} is {side} of {topic} queue {qid} [{lo}, {hi}] in this store: the broker answers "
+            f"the group's next pull with an illegal-offset status and moves it")
 
 
 def _qkey(queues: dict, qid: int):
@@ -204,25 +216,3 @@ def finish(doc: dict) -> None:
             else:
                 doc["groupTopicMap"] = ordered
     next_version(doc)
-
-
-_MQADMIN_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})#(\d{2}):(\d{2}):(\d{2}):(\d{3})")
-
-
-def parse_time(text: str) -> int:
-    """Epoch milliseconds, ISO 8601 (``2024-05-01T12:00:00Z``; no zone = local time), or mqadmin's
-    ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time)."""
-    text = text.strip()
-    if re.fullmatch(r"\d{9,}", text):
-        return int(text)
-    m = _MQADMIN_TIME.fullmatch(text)
-    if m:
-        y, mo, d, h, mi, s, ms = map(int, m.groups())
-        return int(datetime(y, mo, d, h, mi, s, ms * 1000).astimezone().timestamp() * 1000)
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"bad time {text!r}: use epoch ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS") from None
-    if dt.tzinfo is None:
-        dt = dt.astimezone()
-    return int(dt.astimezone(timezone.utc).timestamp() * 1000)

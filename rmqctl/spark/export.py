@@ -8,28 +8,11 @@ and _SUCCESS is written. The message bodies never cross into the JVM, so export 
 Other outputs (JSON Lines, Hadoop URIs, --partition-by, --files) use Spark's writers."""
 from __future__ import annotations
 
-import datetime as dt
 import os
 
 from rmqctl.errors import UsageError
 
 FORMATS = ("parquet", "jsonl")
-
-
-def parse_time(text: str | None) -> int | None:
-    """ms since the epoch, or ISO 8601 (UTC unless an offset is given): 2024-05-01T10:00, 2024-05-01."""
-    if text is None:
-        return None
-    t = text.strip()
-    if t.lstrip("-").isdigit():
-        return int(t)
-    try:
-        d = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"bad time {text!r}: give ms since the epoch or ISO 8601 (2024-05-01T10:00:00Z)")
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=dt.timezone.utc)
-    return int(d.timestamp() * 1000)
 
 
 def export(ds, out: str, fmt: str = "parquet", flt=None, *, overwrite: bool = False,

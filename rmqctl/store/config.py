@@ -5,7 +5,6 @@ same keys), then inference from the files on disk, then the broker's defaults.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -29,6 +28,26 @@ def parse_delay_levels(text: str) -> list[int]:
     return out
 
 
+class _Ignored(ValueError):
+    pass
+
+
+def _java_int(v) -> int:
+    """Integer.parseInt: optional sign and digits only (no blanks); anything else the broker ignores."""
+    if isinstance(v, bool):
+        raise _Ignored(v)
+    if isinstance(v, int):
+        return v
+    if not re.fullmatch(r"[+-]?[0-9]+", str(v)) or not -2**31 <= int(v) < 2**31:
+        raise _Ignored(v)
+    return int(v)
+
+
+def _java_bool(v) -> bool:
+    """Boolean.parseBoolean: "true" in any case, untrimmed; everything else is false."""
+    return v is True or (isinstance(v, str) and v.lower() == "true")
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     commitlog_file_size: int = cl.DEFAULT_FILE_SIZE
@@ -45,14 +64,14 @@ class StoreConfig:
     explicit: frozenset = frozenset()   # which fields came from the operator or a config file
 
     KEYS = {
-        "mappedFileSizeCommitLog": ("commitlog_file_size", int),
-        "mappedFileSizeConsumeQueue": ("cq_file_size", int),
-        "maxHashSlotNum": ("hash_slot_num", int),
-        "maxIndexNum": ("index_num", int),
-        "messageDelayLevel": ("delay_levels", lambda v: tuple(parse_delay_levels(v))),
-        "messageIndexEnable": ("message_index_enable", lambda v: str(v).lower() == "true"),
-        "enableLmq": ("enable_lmq", lambda v: str(v).lower() == "true"),
-        "enableMultiDispatch": ("enable_multi_dispatch", lambda v: str(v).lower() == "true"),
+        "mappedFileSizeCommitLog": ("commitlog_file_size", _java_int),
+        "mappedFileSizeConsumeQueue": ("cq_file_size", _java_int),
+        "maxHashSlotNum": ("hash_slot_num", _java_int),
+        "maxIndexNum": ("index_num", _java_int),
+        "messageDelayLevel": ("delay_levels", lambda v: tuple(parse_delay_levels(str(v).strip()))),
+        "messageIndexEnable": ("message_index_enable", _java_bool),
+        "enableLmq": ("enable_lmq", _java_bool),
+        "enableMultiDispatch": ("enable_multi_dispatch", _java_bool),
         "storePathCommitLog": ("multi_path_commitlog", lambda v: "," in str(v)),
         "enableConsumeQueueExt": ("enable_cq_ext", lambda v: str(v).lower() == "true"),
         "mappedFileSizeConsumeQueueExt": ("cq_ext_file_size", int),
@@ -68,23 +87,19 @@ class StoreConfig:
         for k, v in values.items():
             if k in self.KEYS and v is not None:
                 attr, conv = self.KEYS[k]
-                changes[attr] = conv(v)
+                try:
+                    changes[attr] = conv(v)
+                except _Ignored:   # MixAll.properties2Object drops a value it cannot parse: the default stays
+                    continue
                 explicit.add(attr)
         return replace(self, **changes, explicit=frozenset(explicit))
 
     @classmethod
     def from_file(cls, path) -> "StoreConfig":
-        text = Path(path).read_text(encoding="utf-8")
-        if text.lstrip().startswith("{"):
-            values = json.loads(text)
-        else:
-            values = {}
-            for line in text.splitlines():
-                line = line.strip()
-                if line and not line.startswith("#") and "=" in line:
-                    k, _, v = line.partition("=")
-                    values[k.strip()] = v.strip()
-        return cls().with_values(values)
+        """broker.conf as the broker reads it (rmqctl.brokerconf), or JSON with the same keys."""
+        from rmqctl.brokerconf import read_broker_config
+
+        return cls().with_values(read_broker_config(path))
 
 
 def infer(config: StoreConfig, root: Path) -> StoreConfig:

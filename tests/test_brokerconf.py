@@ -1,0 +1,118 @@
+"""broker.conf read as java.util.Properties reads it (judged by a real JVM), and one --broker-config
+option with RMQCTL_BROKER_CONFIG on every command that needs store sizes."""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+
+import pytest
+
+from rmqctl.brokerconf import read_broker_config
+from rmqctl.errors import UsageError
+from rmqctl.store.config import StoreConfig
+
+from conftest import FIXTURES, ROOT, run_cli
+
+HELPER = ROOT / "tests/oracle/props/PropsDump.java"
+
+CASES = [
+    b"a=b", b"a = b  ", b"a:b", b"a b", b"a\t\t b", b"a =: b", b"a==b", b"a::b", b"  # c\n! d\nk=v",
+    b"a=b\\\n   c", b"a=b\\\\\nc=d", b"a=b\\\\\\\n d", b"k\\ ey=v", b"k\\=ey=v", b"k\\:ey:v",
+    b"a=\\u0041\\t\\x\\b", b"a\\\n b=c", b"#x\\\ny=z", b"!x\\\ny=z", b"a=b\\", b"empty", b"a=\\n",
+    b"a=b\r\nc=d\re=f", b"k=v1\nk=v2", b"\xe9=\xe8", b"a=\\u00e9\\u4e2d", b"   \n\t\n\f\nk=v",
+    b"a=\\\n\n b=c", b"a=\\\n# not a comment", b"key\\\n  \\ =v", b"\\#k=v", b"k=v # not a comment",
+    b"a\f=\fb", b"a=b\\ ", b"=v", b":v", b" =v", b"a=\\u004", b"a=\\uZZZZ", b"a=\\u",
+    b"mappedFileSizeCommitLog : 1048576\nmaxHashSlotNum 100\\\n0",
+]
+
+
+def _fuzz_cases(n=1500, seed=12):
+    rnd = random.Random(seed)
+    alphabet = [b"a", b"k", b" ", b"\t", b"\f", b"=", b":", b"\\", b"\n", b"\r", b"#", b"!", b"u", b"0",
+                b"4", b"1", b"\xe9", b"\\u0041", b"\\\n", b"\r\n"]
+    return [b"".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 30))) for _ in range(n)]
+
+
+def _ours(path):
+    try:
+        return read_broker_config(path)
+    except UsageError:
+        return "ERROR"
+
+
+@pytest.mark.oracle
+def test_properties_grammar_matches_java(tmp_path):
+    cases = [c for c in CASES + _fuzz_cases() if not c.lstrip().startswith(b"{")]
+    files = []
+    for i, c in enumerate(cases):
+        f = tmp_path / f"c{i}.properties"
+        f.write_bytes(c)
+        files.append(f)
+    r = subprocess.run(["java", str(HELPER), *map(str, files)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(files)
+    assert sum(line.startswith("ERROR") for line in lines) >= 2   # malformed \uXXXX cases really throw in Java
+    for c, f, line in zip(cases, files, lines):
+        java = "ERROR" if line.startswith("ERROR") else json.loads(line)
+        assert _ours(f) == java, c
+
+
+def test_store_sizes_from_properties_forms(tmp_path):
+    f = tmp_path / "broker.conf"
+    f.write_bytes(b"# sizes\nmappedFileSizeCommitLog : 1048576\nmaxHashSlotNum 10\\\n  0\n"
+                  b"maxIndexNum=400\nmessageIndexEnable = TRUE\n")
+    cfg = StoreConfig.from_file(f)
+    assert (cfg.commitlog_file_size, cfg.hash_slot_num, cfg.index_num, cfg.message_index_enable) == \
+        (1048576, 100, 400, True)
+
+
+def test_values_the_broker_cannot_parse_keep_the_default(tmp_path):
+    # MixAll.properties2Object: Integer.parseInt("1048576 ") throws and the setter is skipped
+    f = tmp_path / "broker.conf"
+    f.write_bytes(b"mappedFileSizeCommitLog=1048576 \nmaxIndexNum=12x\nmessageIndexEnable=true \n")
+    cfg = StoreConfig.from_file(f)
+    assert cfg.commitlog_file_size == StoreConfig().commitlog_file_size
+    assert cfg.index_num == StoreConfig().index_num
+    assert cfg.message_index_enable is False          # Boolean.parseBoolean("true ") is false
+    assert "commitlog_file_size" not in cfg.explicit
+
+
+@pytest.mark.parametrize("cmd", [["verify"], ["query", "--phys-offset", "0"], ["dump"], ["recover", "--dry-run"],
+                                 ["rebuild", "cq", "--dry-run"], ["rebuild", "index", "--dry-run"]])
+def test_binary_or_unreadable_config_is_one_line_usage_error(tmp_path, cmd):
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "stores/basic-multifile-v5/store", store)
+    bad = tmp_path / "broker.conf"
+    bad.write_bytes(b"mappedFileSizeCommitLog=1024\n\x00\xff\xfe binary")
+    args = [*cmd[:2], store, *cmd[2:]] if cmd[0] == "rebuild" else [cmd[0], store, *cmd[1:]]
+    for how in ("option", "env"):
+        extra, env = (["--broker-config", bad], None) if how == "option" else ([], {"RMQCTL_BROKER_CONFIG": str(bad)})
+        r = run_cli(*args, *extra, env=env)
+        err = r.stderr.decode()
+        assert r.returncode == 2, (how, err)
+        assert err.count("\n") == 1 and "binary" in err and "Traceback" not in err, (how, err)
+    bad.chmod(0)
+    r = run_cli(*args, "--broker-config", bad)
+    if r.returncode != 2:   # root reads anything: then the file is still binary, still exit 2
+        pytest.fail(r.stderr.decode())
+
+
+def test_config_is_a_hidden_alias_on_recover_and_rebuild(cli):
+    for cmd in (["recover"], ["rebuild", "cq"]):
+        code, out, _ = cli(*cmd, "--help")
+        assert "--broker-config" in out and "RMQCTL_BROKER_CONFIG" in out and "--config" not in out
+
+
+def test_recover_reads_the_env_var(tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "stores/basic-multifile-v5/store", store)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=4096\n")   # smaller than the files: the plan must differ
+    base = run_cli("recover", "--dry-run", "--json", store)
+    alias = run_cli("recover", "--dry-run", "--json", "--config", conf, store)
+    env = run_cli("recover", "--dry-run", "--json", store, env={"RMQCTL_BROKER_CONFIG": str(conf)})
+    assert alias.returncode == env.returncode and alias.stdout == env.stdout
+    assert (base.returncode, base.stdout) != (env.returncode, env.stdout)
