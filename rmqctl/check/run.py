@@ -230,8 +230,18 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
 
         idx = store.index_files()
         cl = CommitLog(store) if scanned else None
+        slots, items = cfg.hash_slot_num, cfg.index_num
+        geo = cfg.index_geometry_files
+        if geo and geo != (slots, items):
+            findings.append(Finding(WARNING, "index.geometry", str(store.index_dir), None,
+                                    f"maxHashSlotNum {slots}, maxIndexNum {items} (broker config)",
+                                    f"maxHashSlotNum {geo[0]}, maxIndexNum {geo[1]} (index files)",
+                                    "the index files were written with another geometry than the broker config "
+                                    "gives; a broker started with this config misreads them (files checked with "
+                                    "their own geometry)"))
+            slots, items = geo
         for i, p in enumerate(idx):
-            ixc.check_index_file(p, cfg.hash_slot_num, cfg.index_num, findings, commitlog=cl, cl_min=cl_min,
+            ixc.check_index_file(p, slots, items, findings, commitlog=cl, cl_min=cl_min,
                                  cl_end=cl_end if scanned else None, sample=index_sample,
                                  is_last=i == len(idx) - 1, checkpoint=ck)
         report.stats["index_files"] = len(idx)
@@ -297,8 +307,11 @@ def verify_file(path: Path, store, *, index_sample: int = 64) -> Report:
                         commitlog_scanned=False)
         findings[:] = [f for f in findings if f.path == str(path) or f.check not in ("cq.file_gap",)]
     elif kind == "index":
-        ixc.check_index_file(path, cfg.hash_slot_num if cfg else 5_000_000, cfg.index_num if cfg else 20_000_000,
-                             findings, sample=0)
+        from rmqctl.store.index import solve_geometry
+
+        hint = (cfg.hash_slot_num, cfg.index_num) if cfg else (5_000_000, 20_000_000)
+        slots, items = solve_geometry(path, [hint]) or hint
+        ixc.check_index_file(path, slots, items, findings, sample=0)
     elif kind == "checkpoint":
         from rmqctl.store.layout import Store
 

@@ -41,6 +41,7 @@ class StoreConfig:
     enable_multi_dispatch: bool = False
     multi_path_commitlog: bool = False   # storePathCommitLog with ',' (MultiPathMappedFileQueue): unsupported
     explicit: frozenset = frozenset()   # which fields came from the operator or a config file
+    index_geometry_files: tuple | None = None   # (slots, items) the index files were written with, when they tell
 
     KEYS = {
         "mappedFileSizeCommitLog": ("commitlog_file_size", int),
@@ -94,12 +95,43 @@ def infer(config: StoreConfig, root: Path) -> StoreConfig:
         size = _cq_file_size(root / "consumequeue")
         if size:
             changes["cq_file_size"] = size
+    geo = index_geometry(root / "index", (config.hash_slot_num, config.index_num))
+    if geo:
+        changes["index_geometry_files"] = geo
     if "hash_slot_num" not in config.explicit and "index_num" not in config.explicit:
-        size = _first_file_size(root / "index", digits=17)
-        if size and size != ix.file_size(ix.DEFAULT_HASH_SLOT_NUM, ix.DEFAULT_INDEX_NUM) and (size - 40) % 84 == 0:
-            slots = (size - 40) // 84   # the broker's default ratio: maxIndexNum = 4 * maxHashSlotNum
-            changes.update(hash_slot_num=slots, index_num=4 * slots)
+        if geo:
+            changes.update(hash_slot_num=geo[0], index_num=geo[1])
+        else:
+            size = _first_file_size(root / "index", digits=17)
+            if size and size != ix.file_size(ix.DEFAULT_HASH_SLOT_NUM, ix.DEFAULT_INDEX_NUM) and (size - 40) % 84 == 0:
+                slots = (size - 40) // 84   # nothing written to tell: guess the broker's default 4:1 ratio
+                changes.update(hash_slot_num=slots, index_num=4 * slots)
     return replace(config, **changes) if changes else config
+
+
+def index_geometry(d: Path, hint: tuple, tries: int = 4) -> tuple | None:
+    """(maxHashSlotNum, maxIndexNum) read from the index files themselves (see store.index.solve_geometry): the
+    first few files of each size are tried, a geometry found once is the first guess for the rest."""
+    from rmqctl.store.index import solve_geometry
+
+    try:
+        names = sorted(n for n in os.listdir(d) if len(n) == 17 and n.isdigit())
+    except OSError:
+        return None
+    hints = [hint, (ix.DEFAULT_HASH_SLOT_NUM, ix.DEFAULT_INDEX_NUM)]
+    tried: dict = {}
+    for n in names:
+        try:
+            size = os.stat(d / n).st_size
+            if tried.get(size, 0) >= tries:
+                continue
+            tried[size] = tried.get(size, 0) + 1
+            geo = solve_geometry(d / n, hints)
+        except OSError:
+            continue
+        if geo:
+            return geo
+    return None
 
 
 def _first_file_size(d: Path, digits: int) -> int | None:

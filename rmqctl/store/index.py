@@ -168,3 +168,89 @@ def query_offset(files: list, topic: str, key: str, max_num: int, begin: int, en
         if len(out) >= max_num:
             break
     return OffsetQuery(out, searched, reads, problems)
+
+
+# --- geometry taken from the file ------------------------------------------------------------------
+# maxHashSlotNum / maxIndexNum are not stored in an index file, but its size (40 + 4*slots + 20*items) and
+# content pin them down: the broker writes item n at 40 + 4*slots + 20*n from n = 1 (item 0 stays zero), item 1
+# has no predecessor, every slot holds the newest item of its bucket (keyHash % slots) and a full file has
+# indexCount == maxIndexNum.
+
+def _plausible(pread, size: int, slots: int, items: int, hdr, samples: int = 32) -> bool:
+    """Whether an index file reads consistently with (slots, items): items 1 and newest carry the header's
+    begin/end offsets, chains stay in their bucket, every sampled item lies under its slot's head."""
+    count = hdr.index_count
+    if slots < 1 or items < max(count, 1) or ixf.file_size(slots, items) != size:
+        return False
+    if count <= 1:
+        return True   # nothing written: any geometry of this size fits
+    base = ixf.HEADER_SIZE + 4 * slots
+    if pread(ixf.ITEM_SIZE, base) != b"\0" * ixf.ITEM_SIZE:
+        return False
+    step = max(1, (count - 1) // samples)
+    for n in sorted({1, count - 1, *range(1, count, step)}):
+        h, phy, _td, pre = ITEM.unpack(pread(ixf.ITEM_SIZE, base + ixf.ITEM_SIZE * n))
+        if (n == 1 and phy != hdr.begin_phy_offset) or (n == count - 1 and phy != hdr.end_phy_offset):
+            return False
+        if h < 0 or pre < 0 or pre >= n or (n == 1 and pre != 0):
+            return False
+        head = SLOT.unpack(pread(4, ixf.HEADER_SIZE + 4 * (h % slots)))[0]
+        if not n <= head < count or (n == count - 1 and head != n):
+            return False
+        if pre > 0 and ITEM.unpack(pread(ixf.ITEM_SIZE, base + ixf.ITEM_SIZE * pre))[0] % slots != h % slots:
+            return False
+    return True
+
+
+def _search(path, size: int, count: int) -> list:
+    """Every (slots, items) whose item 0 is zero and whose newest item heads its slot (numpy, chunked)."""
+    import numpy as np
+
+    words = (size - ixf.HEADER_SIZE) // 4
+    w = np.memmap(path, dtype=">i4", mode="r", offset=ixf.HEADER_SIZE, shape=(words,))
+    newest = count - 1
+    # slots = words - 5*items for items >= count, slots >= 1
+    out = []
+    hi = words - 5 * count
+    for top in range(hi, 0, -5 * 1_000_000):
+        ks = np.arange(top, max(top - 5 * 1_000_000, 0), -5, dtype=np.int64)
+        ks = ks[ks >= 1]
+        ok = np.ones(ks.size, bool)
+        for j in range(5):
+            ok &= w[ks + j] == 0
+        ok &= w[ks + 5 + 4] == 0   # item 1 has no predecessor
+        h = w[ks + 5 * newest].astype(np.int64)
+        ok &= h >= 0
+        s = np.where(ok, h % ks, 0)
+        ok &= w[s] == newest
+        out.extend((int(k), (words - int(k)) // 5) for k in ks[ok])
+    del w
+    return out
+
+
+def solve_geometry(path, hints=()) -> tuple | None:
+    """(slots, items) of an index file from its size and content; `hints` (candidate (slots, items) pairs, e.g.
+    the broker config, the defaults, other files of the store) are tried first. None when the file cannot tell:
+    too short, nothing written yet, or no geometry reads consistently (a damaged file)."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size < ixf.HEADER_SIZE + 4 + ixf.ITEM_SIZE or (size - ixf.HEADER_SIZE) % 4:
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def pread(n, pos):
+            return os.pread(fd, n, pos).ljust(n, b"\0")
+
+        hdr = IndexHeader(*HEADER.unpack(pread(HEADER.size, 0)))
+        count = hdr.index_count
+        if count <= 1:
+            return None
+        words = (size - ixf.HEADER_SIZE) // 4
+        full = (words - 5 * count, count)   # a full file: indexCount == maxIndexNum
+        for cand in (*hints, full):
+            if _plausible(pread, size, *cand, hdr):
+                return tuple(cand)
+        found = [c for c in _search(path, size, count) if _plausible(pread, size, *c, hdr)]
+        return found[0] if len(found) == 1 else None
+    finally:
+        os.close(fd)
