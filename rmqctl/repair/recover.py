@@ -180,6 +180,24 @@ def _check_layout(store, plan: Plan) -> None:
         plan.problems.append(f"{_rel(store, p)}: {why} (the broker refuses to start; move it away by hand)")
 
 
+def _cq_size_plan(store, plan: Plan) -> None:
+    """MappedFileQueue.load refuses a consume-queue file whose size is not mappedFileSizeConsumeQueue (4.5.1+
+    except 4.9.2): bytes past the size are cut (kept in the quarantine); a short file is left to the operator."""
+    from rmqctl.store.files import FileQueue
+
+    fs = store.config.cq_file_size
+    for topic, qid in store.queues():
+        for f in FileQueue.scan(store.consumequeue_dir / topic / str(qid)).files:
+            if f.size > fs:
+                plan.add(Action("truncate_file", _rel(store, f.path),
+                                f"{f.size - fs} bytes past mappedFileSizeConsumeQueue {fs}: the broker refuses to "
+                                "start on a file of another size; the extra bytes are cut (kept in the quarantine)",
+                                offset=fs, length=f.size - fs, group="consumequeue", payload=(f.path, fs)))
+            elif 0 < f.size < fs:
+                plan.problems.append(f"{_rel(store, f.path)}: size {f.size} < mappedFileSizeConsumeQueue {fs}; "
+                                     "the broker refuses to start; not repaired automatically")
+
+
 def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     plan = Plan(store=str(store.root), abort=store.abort_exists)
     ctx = Ctx(plan, Path(staging))
@@ -203,6 +221,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
                               "broker, recovery goes on with the next file; messages in the gap are lost")
     if plan.problems:
         return ctx
+    _cq_size_plan(store, plan)
     if not files:
         plan.problems.append("no commitlog files: nothing to recover from (the broker would destroy every "
                              "consume queue)")
@@ -392,7 +411,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     new = CK.new_checkpoint(old, last_store_ts=ctx.last_store_ts,
                             index_msg_ts=full[-1][1] if full else None,
                             confirm_offset=ctx.last_valid)
-    if new != old and (plan.actions or plan.abort):
+    if new != old and (any(a.kind != "truncate_file" for a in plan.actions) or plan.abort):   # cut CQ tails: no
         staged = ctx.staging / "checkpoint"
         RC.write_staged(staged, new)
         plan.add(Action("write_file" if old is not None else "create_file", "checkpoint",
@@ -975,6 +994,11 @@ def apply(store, ctx: Ctx, journal, *, progress=None) -> int:
         elif a.kind == "zero_range":
             path, off, length = a.payload
             JO.write_range(journal, path, off, zeros=length)
+        elif a.kind == "truncate_file":
+            path, new_len = a.payload
+            journal.before_truncate(path, new_len)
+            os.truncate(path, new_len)
+            JO.fsync_file(path)
         elif a.kind in ("write_record", "write_bytes"):
             path, off, data = a.payload
             JO.write_range(journal, path, off, data)

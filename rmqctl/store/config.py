@@ -144,16 +144,37 @@ def _first_file_size(d: Path, digits: int) -> int | None:
     return max(sizes) if sizes else None
 
 
-def _cq_file_size(d: Path) -> int | None:
-    """Largest CQ file among the first few queues (every CQ file has the same mapped size)."""
-    best = 0
+def _cq_file_size(d: Path, max_queues: int = 64) -> int | None:
+    """mappedFileSizeConsumeQueue from the files: the step between consecutive file names of a queue (names are
+    byte offsets), else the most common file size (a file with bytes appended must not win)."""
+    from collections import Counter
+
+    steps, sizes, seen = Counter(), Counter(), 0
     try:
-        for ti, topic in enumerate(sorted(os.listdir(d))):
-            if ti > 8:
-                break
-            for q in os.listdir(d / topic):
-                for n in os.listdir(d / topic / q)[:2]:
-                    best = max(best, os.stat(d / topic / q / n).st_size)
+        topics = sorted(os.listdir(d))
     except OSError:
-        pass
-    return best if best and best % cq.UNIT_SIZE == 0 else None
+        return None
+    for topic in topics:
+        try:
+            qids = sorted(os.listdir(d / topic))
+        except OSError:
+            continue
+        for q in qids:
+            if seen >= max_queues:
+                break
+            seen += 1
+            try:
+                names = sorted(n for n in os.listdir(d / topic / q) if len(n) == 20 and n.isdigit())
+                for a, b in zip(names, names[1:3]):
+                    steps[int(b) - int(a)] += 1
+                for n in names[:2]:
+                    size = os.stat(d / topic / q / n).st_size
+                    if size > 0:
+                        sizes[size] += 1
+            except OSError:
+                continue
+    for c in (steps, sizes):
+        for size, _ in c.most_common():
+            if size > 0 and size % cq.UNIT_SIZE == 0:
+                return size
+    return None

@@ -1,0 +1,74 @@
+"""Store rules the broker decides, judged by the real broker (tests/oracle): consume-queue file size taken from
+the files, a consume-queue file with bytes appended, and the like."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import faultlib as F
+from oracle_helpers import fixture_dirs, load_manifest, read_store
+
+FIX = {d.name: d for d in fixture_dirs()}
+
+
+def _copy(name, tmp_path):
+    F.copy_store(FIX[name], tmp_path / name)
+    return tmp_path / name / "store"
+
+
+def _non_info(out):
+    return [f for f in json.loads(out)["findings"] if f["severity"] != "info"]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", ["basic-multifile-v5", "index-geometry-v4"])
+def test_cq_file_with_bytes_appended(cli, tmp_path, name):
+    """verify without a broker config: one finding (not one per healthy CQ file); the broker refuses to start;
+    recover cuts the extra bytes (saved), after which the broker starts and serves what it served before."""
+    root = _copy(name, tmp_path)
+    conf = tmp_path / name / "manifest.json"
+    f = sorted((root / "consumequeue").rglob("0" * 20))[0]
+    size = f.stat().st_size
+    with open(f, "ab") as fh:
+        fh.write(os.urandom(4096))
+    assert f.stat().st_size == size + 4096
+    code, out, err = cli("verify", "--json", root)
+    fs = _non_info(out)
+    assert code == 4 and [x["check"] for x in fs] == ["cq.file_size"] and fs[0]["path"] == str(f), fs
+    v = name.rsplit("-", 1)[1]
+    assert read_store(v, root, conf)["load_ok"] is False
+    code, out, err = cli("recover", "--json", root)
+    assert code == 1, out + err
+    assert f.stat().st_size == size
+    code, out, err = cli("verify", root)
+    assert (code, out) == (0, ""), out + err
+    view = read_store(v, root, conf)
+    assert view["load_ok"] is True
+    assert view["queues"] == load_manifest(FIX[name])["broker_view"]["queues"]
+    code, out, err = cli("undo", root)
+    assert code == 0 and f.stat().st_size == size + 4096, out + err
+
+
+@pytest.mark.oracle
+def test_ext_like_tags_code_checked_without_consumequeue_ext(cli, tmp_path):
+    """A tagsCode <= Integer.MIN_VALUE - 1 is an ext address only where consumequeue_ext exists; elsewhere it
+    is a wrong tag hash that the broker serves as is (its tag filter then drops the message)."""
+    import struct
+
+    root = _copy("basic-multifile-v5", tmp_path)
+    f = root / "consumequeue" / "TopicA" / "0" / ("0" * 20)
+    b = bytearray(f.read_bytes())
+    phys, size, tags = struct.unpack_from(">qiq", b, 20)
+    struct.pack_into(">q", b, 32, -2**31 - 100)
+    f.write_bytes(bytes(b))
+    view = read_store("v5", root, tmp_path / "basic-multifile-v5" / "manifest.json")
+    q = next(q for q in view["queues"] if (q["topic"], q["queue_id"]) == ("TopicA", 0))
+    assert q["units"][1]["tags_code"] == -2**31 - 100 != tags     # the broker serves the damaged tag hash
+    code, out, err = cli("verify", "--json", root)
+    fs = _non_info(out)
+    assert code == 4 and [x["check"] for x in fs] == ["cq.unit_mismatch"] and fs[0]["offset"] == 20, fs
+    (root / "consumequeue_ext").mkdir()       # with ext files the same value is an address: not a tag hash
+    code, out, err = cli("verify", "--json", root)
+    assert code == 0 and not _non_info(out), out
