@@ -72,3 +72,36 @@ def test_ext_like_tags_code_checked_without_consumequeue_ext(cli, tmp_path):
     (root / "consumequeue_ext").mkdir()       # with ext files the same value is an address: not a tag hash
     code, out, err = cli("verify", "--json", root)
     assert code == 0 and not _non_info(out), out
+
+
+@pytest.mark.oracle
+def test_deleted_index_is_a_finding(cli, tmp_path):
+    """With index/ deleted the broker finds no key (it rebuilds nothing on a normal start): verify says so,
+    except when the broker indexes nothing anyway; `rebuild index` gives the broker its answers back."""
+    import shutil
+
+    name = "basic-multifile-v5"
+    root = _copy(name, tmp_path)
+    conf = tmp_path / name / "manifest.json"
+    want = load_manifest(FIX[name])["broker_view"]["key_queries"]
+    assert any(q["phys_offsets"] for q in want)
+    shutil.rmtree(root / "index")
+    view = read_store("v5", root, conf)
+    assert view["load_ok"] and not any(q["phys_offsets"] for q in view["key_queries"])
+    code, out, err = cli("verify", "--json", root)
+    assert code == 4 and [x["check"] for x in _non_info(out)] == ["index.missing"], out
+    off = tmp_path / "broker.conf"
+    off.write_text("messageIndexEnable=false\n")
+    code, out, err = cli("verify", "--broker-config", off, root)
+    assert (code, out) == (0, ""), out + err
+    code, out, err = cli("rebuild", "index", "--config", conf, root)
+    assert code == 1, out + err
+    got = read_store("v5", root, conf)["key_queries"]
+    assert [q["phys_offsets"] for q in got] == [q["phys_offsets"] for q in want]
+    code, out, err = cli("verify", root)
+    assert (code, out) == (0, ""), out + err
+
+
+def test_no_index_and_no_keys_is_not_a_finding(cli):
+    code, out, err = cli("verify", FIX["empty-v5"] / "store")
+    assert (code, out) == (0, ""), out + err

@@ -180,5 +180,31 @@ def _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end,
                                 f"{bad_n} of {len(picks)} sampled items do not match their message"))
 
 
+def first_indexed_message(commitlog):
+    """Offset of the first record IndexService.buildIndex would index (a key or UNIQ_KEY, not ROLLBACK)."""
+    from rmqctl.dispatch import goes_to_index
+
+    for r in commitlog.records(check_crc=False, check_prop_crc=False):
+        if goes_to_index(r.sys_flag) and index_keys(r.properties):
+            return r.offset
+    return None
+
+
+def check_index_missing(store, commitlog, findings: list) -> None:
+    """No index files while the commitlog holds keyed messages: the broker rebuilds nothing for them at start
+    (only abnormal recovery re-dispatches, from its start file on), so its key queries find none."""
+    if not store.config.message_index_enable:
+        return
+    first = first_indexed_message(commitlog)
+    if first is None:
+        return
+    findings.append(Finding(WARNING, "index.missing", str(store.index_dir), None,
+                            "index files for the keyed messages", "no index files",
+                            f"the commitlog holds messages with keys (the first at offset {first}) but there are "
+                            "no index files: the broker finds none of them by key and does not rebuild them; "
+                            "`rmqctl rebuild index` builds them (unless the broker runs with "
+                            "messageIndexEnable=false)"))
+
+
 def note(findings: list, path, msg: str) -> None:
     findings.append(Finding(INFO, "index.note", str(path), None, None, None, msg))

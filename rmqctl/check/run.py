@@ -244,6 +244,8 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
             ixc.check_index_file(p, slots, items, findings, commitlog=cl, cl_min=cl_min,
                                  cl_end=cl_end if scanned else None, sample=index_sample,
                                  is_last=i == len(idx) - 1, checkpoint=ck)
+        if not idx and cl is not None:
+            ixc.check_index_missing(store, cl, findings)
         report.stats["index_files"] = len(idx)
 
     # --- checkpoint, abort, recovery prediction, timer, compaction --------------------------------
