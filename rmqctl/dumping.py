@@ -175,9 +175,50 @@ def batch_consumequeue_file(path, **kw):
                   lambda v: v[0] >= 0 and v[1] > 0 and v[4] >= 0 and v[5] > 0, **kw)
 
 
-def timerlog_file(path, **kw):
-    return _units(path, TIMERLOG_UNIT, TIMERLOG_FIELDS, "timerlog_unit",
-                  lambda v: v[0] == tf.TIMERLOG_UNIT_SIZE, **kw)
+def timerlog_file(path, *, skip=0, count=None, file_start=None, **_):
+    """TimerLog units in write order. A unit's `position` is its timerlog offset (what wheel slots and prev_pos
+    hold). A file ends early where TimerLog.append put a BLANK (size = bytes to the end, magic BLANK_MAGIC_CODE)
+    because the next unit + a 16-byte blank would not fit: that is a trailer, not a unit."""
+    path = Path(path)
+    usize = TIMERLOG_UNIT.size
+    file_start = start_offset_of(path) if file_start is None else file_start
+    with open_ro(path) as fd:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise FormatError("empty file (0 bytes): timerlog files are pre-allocated to their full size",
+                              path=path, offset=0)
+        pos, i, shown, blank = 0, 0, 0, None
+        while pos + tf.TIMERLOG_MIN_BLANK <= size and blank is None:
+            data = os.pread(fd, min(READ_BATCH // usize * usize, size - pos), pos)
+            off = 0
+            while off + tf.TIMERLOG_MIN_BLANK <= len(data):
+                head_size, _prev, magic = struct.unpack_from(">iqi", data, off)
+                if magic == tf.TIMERLOG_BLANK_MAGIC and head_size == size - (pos + off):
+                    blank = (pos + off, head_size)
+                    break
+                if head_size != usize or off + usize > len(data):
+                    break
+                if i >= skip:
+                    if count is not None and shown >= count:
+                        return
+                    shown += 1
+                    d = {"kind": "timerlog_unit", "unit": i, "position": file_start + pos + off}
+                    d.update(zip(TIMERLOG_FIELDS, TIMERLOG_UNIT.unpack_from(data, off)))
+                    yield d
+                i += 1
+                off += usize
+            if blank is None and off == 0:
+                break
+            pos += off
+        t = {"kind": "trailer", "file": str(path), "units": i}
+        if blank is not None:
+            t.update(valid_bytes=blank[0], blank_size=blank[1], trailing="blank", trailing_bytes=size - blank[0])
+        else:
+            t.update(_tail(fd, pos, size))
+            if t["trailing"] == "invalid":
+                t["problem"] = {"offset": t["invalid_from"], "check": "invalid_unit",
+                                "detail": "non-zero bytes after the last valid unit", "field": "size"}
+        yield t
 
 
 def consumequeue_ext_file(path, *, skip=0, count=None, **_):
