@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 
 import pytest
 
 import faultlib as F
 from oracle_helpers import fixture_dirs, load_manifest, read_store
+from rmqctl.formats.commitlog import BLANK_MAGIC_CODE as BLANK_MAGIC
 
 FIX = {d.name: d for d in fixture_dirs()}
 
@@ -104,4 +106,45 @@ def test_deleted_index_is_a_finding(cli, tmp_path):
 
 def test_no_index_and_no_keys_is_not_a_finding(cli):
     code, out, err = cli("verify", FIX["empty-v5"] / "store")
+    assert (code, out) == (0, ""), out + err
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("v", ["v4", "v5"])
+def test_recover_keeps_the_blank_that_ends_a_full_file(cli, tmp_path, v):
+    """No abort; the last commitlog file was lost and a 0-byte file stands in its place, so the file before it
+    (full, ending in the broker's BLANK record) is now the last: recover must not zero that BLANK."""
+    name = f"basic-multifile-{v}"
+    root = _copy(name, tmp_path)
+    conf = tmp_path / name / "manifest.json"
+    files = sorted((root / "commitlog").iterdir())
+    files[-1].write_bytes(b"")
+    prev = files[-2]
+    bv = load_manifest(FIX[name])["broker_view"]
+    blank_at = max(m["physical_offset"] + m["size"] for m in bv["messages"]
+                   if m["physical_offset"] < int(files[-1].name)) - int(prev.name)
+    data = prev.read_bytes()
+    assert struct.unpack_from(">ii", data, blank_at)[1] == BLANK_MAGIC and not (root / "abort").exists()
+    code, out, err = cli("recover", "--json", root)
+    assert code == 1, out + err
+    plan = json.loads(out)
+    assert not any(a["kind"] == "zero_range" for a in plan["actions"]), plan["actions"]
+    assert prev.read_bytes() == data
+    view = read_store(v, root, conf)
+    assert view["load_ok"] and view["commitlog"]["max_offset"] == int(prev.name) + blank_at
+
+
+@pytest.mark.oracle
+def test_single_file_verify_before_a_zero_length_file(cli, tmp_path):
+    """Only a 0-byte file follows the last written file: 5.3.3 deletes it at load and loses nothing; verify of
+    the written file alone must not say that later files are deleted."""
+    name = "basic-multifile-v5"
+    root = _copy(name, tmp_path)
+    files = sorted((root / "commitlog").iterdir())
+    empty = root / "commitlog" / f"{int(files[-1].name) + len(files[-1].read_bytes()):020d}"
+    empty.write_bytes(b"")
+    view = read_store("v5", root, tmp_path / name / "manifest.json")
+    want = load_manifest(FIX[name])["broker_view"]["commitlog"]["max_offset"]
+    assert view["load_ok"] and view["commitlog"]["max_offset"] == want
+    code, out, err = cli("verify", files[-1])
     assert (code, out) == (0, ""), out + err

@@ -115,6 +115,11 @@ def _check_commitlog_files(store, report: Report, gaps: list) -> list:
     return walk
 
 
+class _Named:
+    def __init__(self, path):
+        self.path = path
+
+
 def _last_data_file(files) -> int:
     for i in range(len(files) - 1, -1, -1):
         try:
@@ -290,9 +295,11 @@ def verify_file(path: Path, store, *, index_sample: int = 64) -> Report:
             findings.append(Finding(ERROR, "commitlog.file_size", str(path), start, fs, size,
                                     "file size differs from mappedFileSizeCommitLog"))
         names = sorted(n for n in os.listdir(path.parent) if n.isdigit() and len(n) == 20)
+        # the last file with data: later files that are empty (0 bytes, or pre-allocated zeros) hold nothing
+        later = [_Named(path.parent / n) for n in names if n > path.name]
+        is_last = not later or _last_data_file([_Named(path)] + later) == 0
         ctx = clc.ScanContext(str(path.parent.parent), fs, cfg.cq_file_size if cfg else 6_000_000,
-                              tuple(cfg.delay_levels) if cfg else (), is_last=names and names[-1] == path.name,
-                              check_cq=False)
+                              tuple(cfg.delay_levels) if cfg else (), is_last=is_last, check_cq=False)
         fr = clc.scan_file(ctx, str(path), start, size)
         findings.extend(fr.findings)
         report.stats.update(messages=fr.messages, bytes=fr.bytes)

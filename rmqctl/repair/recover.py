@@ -314,14 +314,15 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     if cut_file is None and cut == files[-1].start + fsize:
         cut_file = None
     if cut_file is not None:
+        # a BLANK record the broker wrote (8 bytes: size, magic) ends its file: healthy, never zeroed
+        keep = cut - cut_file.start + (8 if stop is not None and stop.kind == BLANK_RECORD else 0)
         with open_ro(cut_file.path) as fd:
-            lnz = _last_nonzero(fd, cut - cut_file.start, cut_file.size)
-        if lnz > cut - cut_file.start:
+            lnz = _last_nonzero(fd, keep, cut_file.size)
+        if lnz > keep:
             plan.add(Action("zero_range", _rel(store, cut_file.path),
                             f"bytes after the last valid record ({broker_stop['kind']} at {cut}); the broker leaves "
                             "them on disk (stale data that may pass checks later, R17)",
-                            offset=cut - cut_file.start, length=lnz - (cut - cut_file.start),
-                            payload=(cut_file.path, cut - cut_file.start, lnz - (cut - cut_file.start))))
+                            offset=keep, length=lnz - keep, payload=(cut_file.path, keep, lnz - keep)))
     later = [f for f in files if f.start > cut or (cut_file is None and f.start >= cut)]
     if cut_file is not None:
         later = [f for f in files if f.start > cut_file.start]
