@@ -307,8 +307,11 @@ def checkpoint_file(path, **_):
     d = {"kind": "checkpoint", "file_size": len(data)}
     vals = CHECKPOINT.unpack(data[:CHECKPOINT.size].ljust(CHECKPOINT.size, b"\0"))
     d.update(zip(CHECKPOINT_FIELDS, vals))
+    # the file looks the same for every version: only non-zero later fields tell a newer writer
     used = 40 if vals[4] else 32 if vals[3] else 24
-    d["generation"] = {24: "4.x (24 bytes)", 32: "5.0 (32 bytes)", 40: "5.1.1+ (40 bytes)"}[used]
+    d["generation"] = {24: "24-byte layout in use (later fields zero: any version; 5.x leaves them zero too)",
+                       32: "32-byte layout in use (masterFlushedOffset set: RocketMQ 5.0.0+)",
+                       40: "40-byte layout in use (confirmPhyOffset set: RocketMQ 5.1.1+)"}[used]
     d["min_timestamp"] = ckf.min_timestamp(vals[0], vals[1])
     d["min_timestamp_index"] = ckf.min_timestamp_index(vals[0], vals[1], vals[2])
     yield d

@@ -148,3 +148,70 @@ def test_single_file_verify_before_a_zero_length_file(cli, tmp_path):
     assert view["load_ok"] and view["commitlog"]["max_offset"] == want
     code, out, err = cli("verify", files[-1])
     assert (code, out) == (0, ""), out + err
+
+
+@pytest.mark.oracle
+def test_index_header_counting_every_key_as_4_7_0_did(cli, tmp_path):
+    """RocketMQ up to 4.7.0 incremented hashSlotCount for every key (IndexFile.putKey; 4.7.1 counts only newly
+    used slots). The broker never reads the field back: key queries are unchanged. verify takes such a header as
+    written by an old broker unless --broker-version says otherwise."""
+    name = "basic-multifile-v4"
+    root = _copy(name, tmp_path)
+    conf = tmp_path / name / "manifest.json"
+    files = sorted((root / "index").iterdir())
+    for f in files:
+        b = bytearray(f.read_bytes())
+        slot_count, count = struct.unpack_from(">ii", b, 32)
+        assert slot_count != count - 1
+        struct.pack_into(">i", b, 32, count - 1)
+        f.write_bytes(bytes(b))
+    want = load_manifest(FIX[name])["broker_view"]["key_queries"]
+    assert read_store("v4", root, conf)["key_queries"] == want
+    code, out, err = cli("verify", "--json", root)
+    fs = json.loads(out)["findings"]
+    legacy = [x for x in fs if x["check"] == "index.legacy_slot_count"]
+    assert code == 0 and not _non_info(out) and len(legacy) == 1 and "4.7.0" in legacy[0]["message"], fs
+    code, out, err = cli("verify", "--json", "--broker-version", "4.9.7", root)
+    checks = [x["check"] for x in _non_info(out)]
+    assert code == 4 and checks == ["index.hash_slot_count"] * len(files), out
+    assert "4.9.7" in _non_info(out)[0]["message"]
+    code, out, err = cli("verify", "--broker-version", "4.7.0", root)
+    assert (code, out) == (0, ""), out + err
+    code, out, err = cli("verify", "--json", "--broker-version", "4.7.0", FIX[name] / "store")
+    assert code == 4 and {x["check"] for x in _non_info(out)} == {"index.hash_slot_count"}, out
+
+
+@pytest.mark.oracle
+def test_zero_length_last_file_message_names_the_versions(cli, tmp_path):
+    """A zero-length last commitlog file: 5.3.3 deletes it and starts, 4.9.7 refuses to start (4.4 and older
+    ignore it): the finding says which versions do what instead of one version's rule for all."""
+    views = {}
+    for v in ("v4", "v5"):
+        name = f"basic-multifile-{v}"
+        root = _copy(name, tmp_path)
+        files = sorted((root / "commitlog").iterdir())
+        (root / "commitlog" / f"{int(files[-1].name) + files[-1].stat().st_size:020d}").write_bytes(b"")
+        views[v] = read_store(v, root, tmp_path / name / "manifest.json")["load_ok"]
+        code, out, err = cli("verify", "--json", root)
+        fs = _non_info(out)
+        assert code == 4 and [x["check"] for x in fs] == ["commitlog.file_size"], fs
+        msg = fs[0]["message"]
+        assert "5.1.3 and later delete it" in msg and "4.5.1 to 5.1.2 refuse" in msg and "4.4 and older" in msg
+    assert views == {"v4": False, "v5": True}
+
+
+def test_checkpoint_label_says_the_layout_in_use_not_a_version(cli, tmp_path):
+    """RocketMQ 5.3.3 leaves masterFlushedOffset/confirmPhyOffset zero here: the file cannot tell 4.x from 5.x."""
+    p = FIX["basic-multifile-v5"] / "store" / "checkpoint"
+    assert load_manifest(FIX["basic-multifile-v5"])["rocketmq_version"].startswith("5.3")
+    assert struct.unpack_from(">qq", p.read_bytes(), 24) == (0, 0)
+    code, out, err = cli("dump", "--json", p)
+    gen = json.loads(out.splitlines()[0])["generation"]
+    assert code == 0 and gen.startswith("24-byte layout in use") and "4.x" not in gen
+    b = bytearray(p.read_bytes())
+    struct.pack_into(">q", b, 32, 12345)
+    q = tmp_path / "store" / "checkpoint"
+    q.parent.mkdir()
+    q.write_bytes(bytes(b))
+    code, out, err = cli("dump", "--json", q)
+    assert "5.1.1" in json.loads(out.splitlines()[0])["generation"]

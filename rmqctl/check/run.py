@@ -19,6 +19,7 @@ from rmqctl.check import consumequeue as cqc
 from rmqctl.check import index as ixc
 from rmqctl.check import smallfiles as sfc
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding, Report
+from rmqctl.store import rules
 from rmqctl.formats import batch_consumequeue as bcqf
 
 AREAS = ("commitlog", "cq", "index", "checkpoint", "config")
@@ -103,11 +104,11 @@ def _check_commitlog_files(store, report: Report, gaps: list) -> list:
                                     f.start, "file name is not a multiple of the commitlog file size"))
         if f.size != fs:
             if f.size == 0 and last:
-                msg = "zero-length last file (created, never sized; R6): 4.9 refuses to start, 5.x deletes it"
+                msg = f"zero-length last file (created, never sized): {rules.ZERO_LAST}"
             elif f.size == 0:
-                msg = "zero-length file in the middle (F06): the broker refuses to start"
+                msg = f"zero-length file in the middle: {rules.SIZE_MISMATCH}"
             else:
-                msg = "file size differs from mappedFileSizeCommitLog: the broker refuses to start"
+                msg = f"file size differs from mappedFileSizeCommitLog: {rules.SIZE_MISMATCH}"
             findings.append(Finding(ERROR, "commitlog.file_size", str(f.path), f.start, fs, f.size, msg))
         if f.size > 0:
             walk.append(f)
@@ -247,8 +248,13 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
             slots, items = geo
         for i, p in enumerate(idx):
             ixc.check_index_file(p, slots, items, findings, commitlog=cl, cl_min=cl_min,
+                                 broker_version=cfg.broker_version,
                                  cl_end=cl_end if scanned else None, sample=index_sample,
                                  is_last=i == len(idx) - 1, checkpoint=ck)
+        legacy = [f for f in findings if f.check == "index.legacy_slot_count"]
+        if len(legacy) > 1:   # said once for the store
+            findings[:] = [f for f in findings if f.check != "index.legacy_slot_count" or f is legacy[0]]
+            legacy[0].message += f" ({len(legacy)} index files)"
         if not idx and cl is not None:
             ixc.check_index_missing(store, cl, findings)
         report.stats["index_files"] = len(idx)
@@ -320,7 +326,8 @@ def verify_file(path: Path, store, *, index_sample: int = 64) -> Report:
 
         hint = (cfg.hash_slot_num, cfg.index_num) if cfg else (5_000_000, 20_000_000)
         slots, items = solve_geometry(path, [hint]) or hint
-        ixc.check_index_file(path, slots, items, findings, sample=0)
+        ixc.check_index_file(path, slots, items, findings, sample=0,
+                             broker_version=cfg.broker_version if cfg else None)
     elif kind == "checkpoint":
         from rmqctl.store.layout import Store
 

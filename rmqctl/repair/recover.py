@@ -60,6 +60,7 @@ from rmqctl.repair import checkpoint_write as CK
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.plan import Action, Plan
 from rmqctl.repair.rebuild_index import IndexRebuilder
+from rmqctl.store import rules
 from rmqctl.scan import BLANK_RECORD, END, ZEROS, FileWalk, find_next_record
 from rmqctl.store.commitlog import CommitLog, Walk, open_ro
 
@@ -190,12 +191,12 @@ def _cq_size_plan(store, plan: Plan) -> None:
         for f in FileQueue.scan(store.consumequeue_dir / topic / str(qid)).files:
             if f.size > fs:
                 plan.add(Action("truncate_file", _rel(store, f.path),
-                                f"{f.size - fs} bytes past mappedFileSizeConsumeQueue {fs}: the broker refuses to "
-                                "start on a file of another size; the extra bytes are cut (kept in the quarantine)",
+                                f"{f.size - fs} bytes past mappedFileSizeConsumeQueue {fs}: {rules.SIZE_MISMATCH}; "
+                                "the extra bytes are cut (kept in the quarantine)",
                                 offset=fs, length=f.size - fs, group="consumequeue", payload=(f.path, fs)))
             elif 0 < f.size < fs:
                 plan.problems.append(f"{_rel(store, f.path)}: size {f.size} < mappedFileSizeConsumeQueue {fs}; "
-                                     "the broker refuses to start; not repaired automatically")
+                                     f"{rules.SIZE_MISMATCH}; not repaired automatically")
 
 
 def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
@@ -205,16 +206,16 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     cfg = store.config
     fsize = cfg.commitlog_file_size
     files = list(store.commitlog.files)
-    # 5.x deletes a zero-length LAST file by itself; 4.9 refuses to start. Other size mismatches: refuse.
+    # 5.1.3+ deletes a zero-length LAST file by itself; 4.5.1-5.1.2 refuse to start. Other size mismatches: refuse.
     while files and files[-1].size == 0:
         f = files.pop()
         plan.add(Action("delete_file", _rel(store, f.path), "zero-length last commitlog file (a segment created "
-                        "but never sized when the broker died, R6); 4.9 refuses to start on it", group="commitlog",
+                        f"but never sized when the broker died): {rules.ZERO_LAST}", group="commitlog",
                         payload=f.path))
     for f in files:
         if f.size != fsize:
             plan.problems.append(f"{_rel(store, f.path)}: size {f.size} != mappedFileSizeCommitLog {fsize}; "
-                                 "the broker refuses to start; not repaired automatically")
+                                 f"{rules.SIZE_MISMATCH}; not repaired automatically")
     for a, b in zip(files, files[1:]):
         if b.start != a.start + fsize:
             plan.notes.append(f"commitlog gap [{a.start + fsize}, {b.start}): files are missing (R30); like the "

@@ -29,6 +29,14 @@ def parse_delay_levels(text: str) -> list[int]:
     return out
 
 
+def parse_version(text: str) -> tuple:
+    """'4.7.0' / '5' / 'rocketmq-all-4.9.7' -> (4, 7, 0) / (5, 0, 0) / (4, 9, 7)."""
+    m = re.fullmatch(r"(?:rocketmq-all-|v)?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text).strip())
+    if not m:
+        raise UsageError(f"bad broker version {text!r} (want e.g. 4.9.7)")
+    return tuple(int(x or 0) for x in m.groups())
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     commitlog_file_size: int = cl.DEFAULT_FILE_SIZE
@@ -41,6 +49,7 @@ class StoreConfig:
     enable_multi_dispatch: bool = False
     multi_path_commitlog: bool = False   # storePathCommitLog with ',' (MultiPathMappedFileQueue): unsupported
     explicit: frozenset = frozenset()   # which fields came from the operator or a config file
+    broker_version: tuple | None = None   # (major, minor, patch) given by the operator, for version-specific rules
     index_geometry_files: tuple | None = None   # (slots, items) the index files were written with, when they tell
 
     KEYS = {
