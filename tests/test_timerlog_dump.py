@@ -56,3 +56,23 @@ def test_timerlog_blank_ends_file(cli, tmp_path, file_size):
     full = trailers[:-1]
     assert all(t["trailing"] == "blank" and t["valid_bytes"] + t["blank_size"] == file_size for t in full)
     assert "problem" not in trailers[-1]
+
+
+@pytest.mark.parametrize("file_size,n", [(200, 3), (200, 4), (208, 4), (216, 4), (52 * 5 + 16, 5)])
+def test_timerlog_end_after_a_blank_is_the_file_end(tmp_path, file_size, n):
+    """recover's timerlog end (the bound for timercheck's flush position): after a BLANK, TimerLog.append has set
+    the wrote position to the file end; otherwise it is the end of the last unit."""
+    from types import SimpleNamespace
+
+    from rmqctl.repair.recover import _timerlog_end
+
+    d = tmp_path / "store" / "timerlog"
+    positions = _write_timerlog(d, file_size, n)
+    f0 = (d / ("0" * 20)).read_bytes()
+    at = max(p for p in positions if p < file_size) + 52
+    has_blank = at + 16 <= file_size and struct.unpack_from(">iqi", f0, at)[2] == tf.TIMERLOG_BLANK_MAGIC
+    if len(list(d.iterdir())) > 1:       # drop the next file: the blank-ended file is the last one
+        for f in sorted(d.iterdir())[1:]:
+            f.unlink()
+    want = file_size if has_blank else positions[-1] + 52
+    assert _timerlog_end(SimpleNamespace(root=tmp_path / "store")) == want

@@ -577,18 +577,21 @@ def _timer_plan(store, states, ctx) -> None:
 
 def _timerlog_end(store) -> int:
     """End of the timerlog's data: last non-empty file's start + its last non-zero byte, rounded up to a
-    whole 52-byte unit (units are laid from the file start; a trailing blank makes it the file end)."""
+    whole 52-byte unit (units are laid from the file start), or the file end after a BLANK."""
     from rmqctl.formats import timer as TF
     from rmqctl.store.files import FileQueue
 
     d = store.root / "timerlog"
     if not d.is_dir() or d.is_symlink():
         return 0
+    u = TF.TIMERLOG_UNIT_SIZE
     for f in reversed(FileQueue.scan(d).files):
         with open_ro(f.path) as fd:
             lnz = _last_nonzero(fd, 0, f.size)
+            head = os.pread(fd, 16, (lnz - 1) // u * u) if lnz else b""
         if lnz:
-            u = TF.TIMERLOG_UNIT_SIZE
+            if len(head) == 16 and struct.unpack(">iqi", head)[2] == TF.TIMERLOG_BLANK_MAGIC:
+                return f.start + f.size     # TimerLog.append set the wrote position to the file end
             return f.start + min(f.size, -(-lnz // u) * u)
     return 0
 
