@@ -10,6 +10,7 @@ Everything is opened O_RDONLY; nothing is ever written to the store.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -114,6 +115,53 @@ def _check_commitlog_files(store, report: Report, gaps: list) -> list:
             walk.append(f)
         prev = f
     return walk
+
+
+_COMMITLOG_OFFSET = re.compile(r"commitlog offset (\d+)")
+
+
+def _recovered_end(results) -> tuple:
+    """(offset, file) where the broker's recovery stops: the first record it cannot read, or the end of the
+    last file."""
+    for fr in results:
+        if fr.first_skip is not None:
+            return fr.first_skip, fr.path
+        if not fr.full:
+            return fr.end, fr.path
+    return None, None
+
+
+def _stale_after_recovered_end(results, findings, index_max_phy: int, confirm: int) -> None:
+    """No abort file, the index knows nothing at or past the point E where the broker's recovery stops, and (5.1.1+)
+    the checkpoint's confirmPhyOffset, which only recovery sets, lies before E: the broker has already recovered to
+    E. It cuts consume queues there in memory only, so units past E stay on disk, as do the bytes; it never serves
+    them and overwrites them. Said as notes, once, not as damage. (A store damaged after a clean shutdown has index
+    items past E -- every message carries a UNIQ_KEY -- unless indexing is off or messages have no keys.)"""
+    end, path = _recovered_end(results)
+    if end is None or index_max_phy >= end or confirm >= end:
+        return
+    stale = []
+    for f in findings:
+        if f.severity == INFO:
+            continue
+        if f.check.startswith("commitlog.") and f.offset is not None and f.offset >= end and \
+                f.check not in ("commitlog.file_size", "commitlog.file_gap", "commitlog.file_overlap",
+                                "commitlog.file_name", "commitlog.stale_record"):   # older brokers read that one
+            stale.append(f)
+        elif f.check == "cq.behind":
+            m = _COMMITLOG_OFFSET.search(f"{f.expected} {f.message}")
+            if m and int(m.group(1)) >= end:
+                stale.append(f)
+    if not stale:
+        return
+    for f in stale:
+        f.severity = INFO
+        f.message = f"past the end the broker already recovered to ({end}): {f.message}"
+    findings.append(Finding(INFO, "commitlog.stale_after_end", path, end, None, None,
+                            f"no abort file and no index item past offset {end}: the broker has already recovered to "
+                            f"this end; what lies after it (records, consume-queue units) is stale: the broker never "
+                            f"serves it and overwrites it; `rmqctl recover --on-corruption quarantine` can still "
+                            f"save the records there"))
 
 
 class _Named:
@@ -231,6 +279,7 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     ck = None
     if "checkpoint" in areas:
         ck = sfc.check_checkpoint(store, findings, cl_end if scanned else None, last_ts)
+    index_max_phy = -1
     if "index" in areas:
         from rmqctl.store.commitlog import CommitLog
 
@@ -247,10 +296,12 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
                                     "their own geometry)"))
             slots, items = geo
         for i, p in enumerate(idx):
-            ixc.check_index_file(p, slots, items, findings, commitlog=cl, cl_min=cl_min,
+            hdr = ixc.check_index_file(p, slots, items, findings, commitlog=cl, cl_min=cl_min,
                                  broker_version=cfg.broker_version,
                                  cl_end=cl_end if scanned else None, sample=index_sample,
                                  is_last=i == len(idx) - 1, checkpoint=ck)
+            if hdr.get("index_count", 0) > 1:
+                index_max_phy = max(index_max_phy, hdr["end_phy_offset"])
         legacy = [f for f in findings if f.check == "index.legacy_slot_count"]
         if len(legacy) > 1:   # said once for the store
             findings[:] = [f for f in findings if f.check != "index.legacy_slot_count" or f is legacy[0]]
@@ -275,6 +326,9 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
         timer_max = qmax("rmq_sys_wheel_timer", 0)
         sfc.check_timer(store, findings, timer_max)
         sfc.check_compaction(store, findings, qmax)
+
+    if scanned and "cq" in areas and "index" in areas and not store.abort_exists:
+        _stale_after_recovered_end(results, findings, index_max_phy, ck.confirm_phy_offset if ck else 0)
 
     # --- config -----------------------------------------------------------------------------------
     if "config" in areas:
