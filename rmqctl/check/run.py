@@ -83,6 +83,10 @@ def _check_commitlog_files(store, report: Report, gaps: list) -> list:
     fq = store.commitlog
     fs = store.config.commitlog_file_size
     findings = report.findings
+    if not store.commitlog_dir.is_dir() and (store.queues() or store.index_files()):
+        findings.append(Finding(ERROR, "commitlog.missing", str(store.commitlog_dir), None, "a commitlog directory",
+                                "none", "consume queues or index files but no commitlog directory here; if the "
+                                "broker's storePathCommitLog points elsewhere, give --broker-config"))
     for p, why in fq.strays:
         findings.append(Finding(WARNING, "commitlog.stray", str(p), None, None, None,
                                 f"{why}: the broker fails to start on a stray file in commitlog/ (R7, F07)"))

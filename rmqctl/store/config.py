@@ -48,6 +48,7 @@ class StoreConfig:
     enable_lmq: bool = False
     enable_multi_dispatch: bool = False
     multi_path_commitlog: bool = False   # storePathCommitLog with ',' (MultiPathMappedFileQueue): unsupported
+    commitlog_path: str | None = None    # storePathCommitLog (one directory), as the broker resolves it
     explicit: frozenset = frozenset()   # which fields came from the operator or a config file
     broker_version: tuple | None = None   # (major, minor, patch) given by the operator, for version-specific rules
     index_geometry_files: tuple | None = None   # (slots, items) the index files were written with, when they tell
@@ -71,6 +72,9 @@ class StoreConfig:
     def with_values(self, values: dict) -> "StoreConfig":
         """Apply broker-config keys (camelCase, as in broker.conf)."""
         changes, explicit = {}, set(self.explicit)
+        path = values.get("storePathCommitLog")
+        if path and "," not in str(path):
+            changes["commitlog_path"] = str(path).strip()
         for k, v in values.items():
             if k in self.KEYS and v is not None:
                 attr, conv = self.KEYS[k]
@@ -93,11 +97,19 @@ class StoreConfig:
         return cls().with_values(values)
 
 
+def commitlog_dir(config: StoreConfig, root: Path) -> Path:
+    """storePathCommitLog when the broker config sets it (a relative path is taken from the store root), else
+    <root>/commitlog (the broker's default, storePathRootDir/commitlog)."""
+    if config.commitlog_path:
+        return root / config.commitlog_path
+    return root / "commitlog"
+
+
 def infer(config: StoreConfig, root: Path) -> StoreConfig:
     """Fill in sizes that were not given from the files present (the broker requires equal sizes)."""
     changes = {}
     if "commitlog_file_size" not in config.explicit:
-        size = _first_file_size(root / "commitlog", digits=20)
+        size = _first_file_size(commitlog_dir(config, root), digits=20)
         if size:
             changes["commitlog_file_size"] = size
     if "cq_file_size" not in config.explicit:
