@@ -116,3 +116,14 @@ def test_rebuild_index_without_config_restores_broker_bytes(cli, tmp_path, d):
     code, out, err = cli("rebuild", "index", "--json", root)
     assert code == 1, out + err
     assert F.tree_hashes(root) == original
+
+
+def test_rebuild_without_index_files_says_which_geometry_it_uses(cli, tmp_path):
+    import faultlib as F
+
+    d = next(d for d in GEO if d.name == "index-geometry-v5")
+    root = F.copy_store(d / "store", tmp_path / "store")
+    shutil.rmtree(root / "index")
+    code, out, err = cli("rebuild", "index", "--dry-run", "--json", root)
+    notes = json.loads(out)["notes"]
+    assert code == 4 and any("maxHashSlotNum 5000000" in n and "--config" in n for n in notes), out + err  # 4: work to do

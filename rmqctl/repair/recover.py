@@ -1082,6 +1082,9 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
         (ctx.staging / "index").mkdir(parents=True, exist_ok=True)
         rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num,
                                    [p.name for p in store.index_files()])
+        if cfg.index_geometry_files is None and not {"hash_slot_num", "index_num"} & cfg.explicit:
+            plan.notes.append(f"no index file tells its geometry: new files get maxHashSlotNum {cfg.hash_slot_num}, "
+                              f"maxIndexNum {cfg.index_num}; give the broker's config (--config) if it sets others")
     delay = cfg.delay_levels
     last = None
     try:
