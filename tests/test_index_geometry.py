@@ -127,3 +127,22 @@ def test_rebuild_without_index_files_says_which_geometry_it_uses(cli, tmp_path):
     code, out, err = cli("rebuild", "index", "--dry-run", "--json", root)
     notes = json.loads(out)["notes"]
     assert code == 4 and any("maxHashSlotNum 5000000" in n and "--config" in n for n in notes), out + err  # 4: work to do
+
+
+def test_geometry_never_opens_a_fifo(tmp_path):
+    """Geometry is read at every store open: a FIFO among the index files must not block it."""
+    import os
+    import subprocess
+    import sys
+
+    import faultlib as F
+
+    d = next(d for d in GEO if d.name == "index-geometry-v5")
+    root = F.copy_store(d / "store", tmp_path / "store")
+    for f in (root / "index").iterdir():
+        f.unlink()
+    os.mkfifo(root / "index" / "20991231000000000")
+    code = ("import sys; from rmqctl.store.layout import Store; "
+            "print(Store.open(sys.argv[1]).config.index_geometry_files)")
+    r = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "None", r.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -143,7 +144,10 @@ def index_geometry(d: Path, hint: tuple, tries: int = 4) -> tuple | None:
     tried: dict = {}
     for n in names:
         try:
-            size = os.stat(d / n).st_size
+            st = os.lstat(d / n)
+            if not stat.S_ISREG(st.st_mode):
+                continue   # a link or special file (a FIFO would block the read): not a source of geometry
+            size = st.st_size
             if tried.get(size, 0) >= tries:
                 continue
             tried[size] = tried.get(size, 0) + 1

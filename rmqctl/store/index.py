@@ -5,6 +5,7 @@ positions, so a key query touches a handful of pages, never the whole 400 MB fil
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,8 +237,11 @@ def solve_geometry(path, hints=()) -> tuple | None:
     size = path.stat().st_size
     if size < ixf.HEADER_SIZE + 4 + ixf.ITEM_SIZE or (size - ixf.HEADER_SIZE) % 4:
         return None
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # never block on a FIFO
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+
         def pread(n, pos):
             return os.pread(fd, n, pos).ljust(n, b"\0")
 
