@@ -203,29 +203,43 @@ def _plausible(pread, size: int, slots: int, items: int, hdr, samples: int = 32)
     return True
 
 
-def _search(path, size: int, count: int) -> list:
-    """Every (slots, items) whose item 0 is zero and whose newest item heads its slot (numpy, chunked)."""
+def _search(fd, size: int, count: int, end_phy: int, chunk: int = 1 << 18) -> list:
+    """Every (slots, items) whose item 0 is zero, item 1 has no predecessor and whose newest item holds the header's
+    endPhyOffset and heads its slot.
+    Candidates (slots = words - 5*items) are taken `chunk` at a time with two sequential reads each (bounded
+    memory, ~15 MB), the slot lookups of the few survivors one by one."""
     import numpy as np
 
     words = (size - ixf.HEADER_SIZE) // 4
-    w = np.memmap(path, dtype=">i4", mode="r", offset=ixf.HEADER_SIZE, shape=(words,))
     newest = count - 1
-    # slots = words - 5*items for items >= count, slots >= 1
+    hi = words - 5 * count           # items >= count
+    lo = hi % 5 or 5                 # slots >= 1, same residue
     out = []
-    hi = words - 5 * count
-    for top in range(hi, 0, -5 * 1_000_000):
-        ks = np.arange(top, max(top - 5 * 1_000_000, 0), -5, dtype=np.int64)
-        ks = ks[ks >= 1]
+
+    def read_words(w0, n):
+        data = os.pread(fd, 4 * n, ixf.HEADER_SIZE + 4 * w0).ljust(4 * n, b"\0")
+        return np.frombuffer(data, ">i4")
+
+    for k0 in range(lo, hi + 1, 5 * chunk):
+        ks = np.arange(k0, min(k0 + 5 * chunk, hi + 1), 5, dtype=np.int64)
+        k1 = int(ks[-1])
+        a = read_words(k0, k1 - k0 + 10)
+        rel = ks - k0
         ok = np.ones(ks.size, bool)
         for j in range(5):
-            ok &= w[ks + j] == 0
-        ok &= w[ks + 5 + 4] == 0   # item 1 has no predecessor
-        h = w[ks + 5 * newest].astype(np.int64)
-        ok &= h >= 0
-        s = np.where(ok, h % ks, 0)
-        ok &= w[s] == newest
-        out.extend((int(k), (words - int(k)) // 5) for k in ks[ok])
-    del w
+            ok &= a[rel + j] == 0          # item 0 is never written
+        ok &= a[rel + 9] == 0              # item 1's preIndexNo
+        b = read_words(k0 + 5 * newest, k1 - k0 + 3)
+        h = b[rel].astype(np.int64)
+        phy = (b[rel + 1].astype(np.int64) << 32) | (b[rel + 2].astype(np.int64) & 0xFFFFFFFF)
+        ok &= (h >= 0) & (phy == end_phy)
+        cand, hv = ks[ok], h[ok]
+        slot_of = hv % cand
+        heads = {int(x): SLOT.unpack(os.pread(fd, 4, ixf.HEADER_SIZE + 4 * int(x)).ljust(4, b"\0"))[0]
+                 for x in np.unique(slot_of)}
+        for k, sl in zip(cand.tolist(), slot_of.tolist()):
+            if heads.get(sl) == newest:
+                out.append((k, (words - k) // 5))
     return out
 
 
@@ -254,7 +268,7 @@ def solve_geometry(path, hints=()) -> tuple | None:
         for cand in (*hints, full):
             if _plausible(pread, size, *cand, hdr):
                 return tuple(cand)
-        found = [c for c in _search(path, size, count) if _plausible(pread, size, *c, hdr)]
+        found = [c for c in _search(fd, size, count, hdr.end_phy_offset) if _plausible(pread, size, *c, hdr)]
         return found[0] if len(found) == 1 else None
     finally:
         os.close(fd)
