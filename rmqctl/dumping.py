@@ -177,9 +177,50 @@ def batch_consumequeue_file(path, **kw):
                   lambda v: v[0] >= 0 and v[1] > 0 and v[4] >= 0 and v[5] > 0, **kw)
 
 
-def timerlog_file(path, **kw):
-    return _units(path, TIMERLOG_UNIT, TIMERLOG_FIELDS, "timerlog_unit",
-                  lambda v: v[0] == tf.TIMERLOG_UNIT_SIZE, **kw)
+def timerlog_file(path, *, skip=0, count=None, file_start=None, **_):
+    """TimerLog units in write order. A unit's `position` is its timerlog offset (what wheel slots and prev_pos
+    hold). A file ends early where TimerLog.append put a BLANK (size = bytes to the end, magic BLANK_MAGIC_CODE)
+    because the next unit + a 16-byte blank would not fit: that is a trailer, not a unit."""
+    path = Path(path)
+    usize = TIMERLOG_UNIT.size
+    file_start = start_offset_of(path) if file_start is None else file_start
+    with open_ro(path) as fd:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise FormatError("empty file (0 bytes): timerlog files are pre-allocated to their full size",
+                              path=path, offset=0)
+        pos, i, shown, blank = 0, 0, 0, None
+        while pos + tf.TIMERLOG_MIN_BLANK <= size and blank is None:
+            data = os.pread(fd, min(READ_BATCH // usize * usize, size - pos), pos)
+            off = 0
+            while off + tf.TIMERLOG_MIN_BLANK <= len(data):
+                head_size, _prev, magic = struct.unpack_from(">iqi", data, off)
+                if magic == tf.TIMERLOG_BLANK_MAGIC and head_size == size - (pos + off):
+                    blank = (pos + off, head_size)
+                    break
+                if head_size != usize or off + usize > len(data):
+                    break
+                if i >= skip:
+                    if count is not None and shown >= count:
+                        return
+                    shown += 1
+                    d = {"kind": "timerlog_unit", "unit": i, "position": file_start + pos + off}
+                    d.update(zip(TIMERLOG_FIELDS, TIMERLOG_UNIT.unpack_from(data, off)))
+                    yield d
+                i += 1
+                off += usize
+            if blank is None and off == 0:
+                break
+            pos += off
+        t = {"kind": "trailer", "file": str(path), "units": i}
+        if blank is not None:
+            t.update(valid_bytes=blank[0], blank_size=blank[1], trailing="blank", trailing_bytes=size - blank[0])
+        else:
+            t.update(_tail(fd, pos, size))
+            if t["trailing"] == "invalid":
+                t["problem"] = {"offset": t["invalid_from"], "check": "invalid_unit",
+                                "detail": "non-zero bytes after the last valid unit", "field": "size"}
+        yield t
 
 
 def consumequeue_ext_file(path, *, skip=0, count=None, **_):
@@ -268,8 +309,11 @@ def checkpoint_file(path, **_):
     d = {"kind": "checkpoint", "file_size": len(data)}
     vals = CHECKPOINT.unpack(data[:CHECKPOINT.size].ljust(CHECKPOINT.size, b"\0"))
     d.update(zip(CHECKPOINT_FIELDS, vals))
+    # the file looks the same for every version: only non-zero later fields tell a newer writer
     used = 40 if vals[4] else 32 if vals[3] else 24
-    d["generation"] = {24: "4.x (24 bytes)", 32: "5.0 (32 bytes)", 40: "5.1.1+ (40 bytes)"}[used]
+    d["generation"] = {24: "24-byte layout in use (later fields zero: any version; 5.x leaves them zero too)",
+                       32: "32-byte layout in use (masterFlushedOffset set: RocketMQ 5.0.0+)",
+                       40: "40-byte layout in use (confirmPhyOffset set: RocketMQ 5.1.1+)"}[used]
     d["min_timestamp"] = ckf.min_timestamp(vals[0], vals[1])
     d["min_timestamp_index"] = ckf.min_timestamp_index(vals[0], vals[1], vals[2])
     yield d

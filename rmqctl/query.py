@@ -315,6 +315,11 @@ class QueryEngine:
         from rmqctl.store.index import IndexFile
 
         cfg = self.store.config
+        geo = cfg.index_geometry_files
+        if geo and geo != (cfg.hash_slot_num, cfg.index_num):
+            self.note(f"the index files were written with maxHashSlotNum {geo[0]}, maxIndexNum {geo[1]}; "
+                      f"searching them as the broker config says ({cfg.hash_slot_num}, {cfg.index_num}), "
+                      f"as a broker started with it would")
         files = []
         for p in self.store.index_files():
             f = IndexFile(p, cfg.hash_slot_num, cfg.index_num)

@@ -434,6 +434,8 @@ class _RangeScan:
         self.unit_dtype = numpy_dtype(ConsumeQueueUnit)
         self.cq_base = os.path.join(ctx.root, "consumequeue")
         self.cq_slow = _CqReader(ctx.root, ctx.cq_file_size) if ctx.check_cq else None
+        # tagsCode <= Integer.MIN_VALUE - 1 is an ext-file address only where consume-queue ext exists
+        self.ext_floor = -2147483649 if os.path.isdir(os.path.join(ctx.root, "consumequeue_ext")) else None
         self.cq_cache: dict = {}          # queue number -> (cq file start, first byte pos, units array)
         self.topic_interner = _Interner(np)
         self.tb_tn: list = []             # topic-bytes id -> topic number
@@ -684,7 +686,10 @@ class _RangeScan:
             g = int(gs[a])
             self._units(np, g, qs[a:z], sel, up[a:z], us[a:z], ut[a:z], present[a:z])
         missing = cmpt & (~present | (up < 0) | (us <= 0))
-        mism = cmpt & ~missing & ((up != offs) | (us != tots) | ((ut != tags) & (ut > -2147483649)))
+        tag_bad = ut != tags
+        if self.ext_floor is not None:
+            tag_bad &= ut > self.ext_floor
+        mism = cmpt & ~missing & ((up != offs) | (us != tots) | tag_bad)
         if missing.any():
             mi = np.flatnonzero(missing)
             np.add.at(self.missing, gs[mi], 1)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
+from rmqctl.store import rules
 from rmqctl.store.files import FileQueue
 
 UNIT = struct.Struct(">qiq")
@@ -91,8 +92,8 @@ def check_queue_files(fq: FileQueue, file_size: int, findings: list, kind: str =
                                     f"files are not contiguous ({gap} after {prev.path.name})"))
         if f.size != file_size:
             last = i == len(fq.files) - 1
-            msg = ("zero-length last file (created, never sized)" if f.size == 0 and last
-                   else "file size differs from the configured size: the broker refuses to start")
+            msg = (f"zero-length last file (created, never sized): {rules.ZERO_LAST}" if f.size == 0 and last
+                   else f"file size differs from the configured size: {rules.SIZE_MISMATCH}")
             findings.append(Finding(ERROR, f"{kind}.file_size", str(f.path), 0, file_size, f.size, msg))
         prev = f
 

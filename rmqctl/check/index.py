@@ -24,7 +24,7 @@ BATCH = 65536
 
 def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *, commitlog=None,
                      cl_min: int = 0, cl_end: int | None = None, sample: int = 64, is_last: bool = False,
-                     checkpoint=None) -> dict:
+                     checkpoint=None, broker_version: tuple | None = None) -> dict:
     """Returns the header as a dict (for the caller's cross-checks)."""
     import numpy as np
 
@@ -62,9 +62,7 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
             s = int(bad[0])
             findings.append(Finding(ERROR, "index.slot_range", p, ixf.HEADER_SIZE + 4 * s, f"0..{count - 1}",
                                     int(slots[s]), f"{bad.size} slot(s) hold item numbers outside the file"))
-        if nonempty != slot_count:
-            findings.append(Finding(ERROR, "index.hash_slot_count", p, 32, nonempty, slot_count,
-                                    "header hashSlotCount differs from the number of non-empty slots"))
+        _check_slot_count(p, nonempty, slot_count, count, broker_version, findings)
         # items, streaming
         slot_of = np.zeros(count, dtype=np.int32)
         cycle_reported = bucket_reported = time_reported = phy_reported = False
@@ -152,6 +150,34 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
         os.close(fd)
 
 
+# IndexFile.putKey: up to 4.7.0 hashSlotCount grows with every key; from 4.7.1 (commit a14cf634a5 "fix increase
+# hashSlot value") only when a key lands in an empty slot
+COUNTS_EVERY_KEY_UNTIL = (4, 7, 0)
+
+
+def _check_slot_count(p, nonempty, slot_count, count, version, findings) -> None:
+    every_key = count - 1
+    if version is not None and version <= COUNTS_EVERY_KEY_UNTIL:
+        if slot_count != every_key:
+            findings.append(Finding(ERROR, "index.hash_slot_count", p, 32, every_key, slot_count,
+                                    "header hashSlotCount differs from the number of items (RocketMQ "
+                                    f"{'.'.join(map(str, version))} (--broker-version) counts every key)"))
+        return
+    if nonempty == slot_count:
+        return
+    if version is None and slot_count == every_key:
+        findings.append(Finding(INFO, "index.legacy_slot_count", p, 32, nonempty, slot_count,
+                                "header hashSlotCount counts every key, as RocketMQ 4.7.0 and older write it "
+                                "(4.7.1+ counts used slots): taken as written by such a broker "
+                                "(--broker-version to check against another)"))
+        return
+    why = (f"RocketMQ {'.'.join(map(str, version))} (--broker-version)" if version is not None else
+           "assuming RocketMQ 4.7.1+, since the value is not the item count that 4.7.0 and older write either")
+    findings.append(Finding(ERROR, "index.hash_slot_count", p, 32, nonempty, slot_count,
+                            f"header hashSlotCount differs from the number of non-empty slots ({why} "
+                            "counts used slots)"))
+
+
 def _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end, findings):
     from rmqctl.errors import RmqError
 
@@ -178,6 +204,32 @@ def _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end,
         n, kh, why = first
         findings.append(Finding(ERROR, "index.item_message", p, slots_end + 20 * n, f"keyHash {kh}", why,
                                 f"{bad_n} of {len(picks)} sampled items do not match their message"))
+
+
+def first_indexed_message(commitlog):
+    """Offset of the first record IndexService.buildIndex would index (a key or UNIQ_KEY, not ROLLBACK)."""
+    from rmqctl.dispatch import goes_to_index
+
+    for r in commitlog.records(check_crc=False, check_prop_crc=False):
+        if goes_to_index(r.sys_flag) and index_keys(r.properties):
+            return r.offset
+    return None
+
+
+def check_index_missing(store, commitlog, findings: list) -> None:
+    """No index files while the commitlog holds keyed messages: the broker rebuilds nothing for them at start
+    (only abnormal recovery re-dispatches, from its start file on), so its key queries find none."""
+    if not store.config.message_index_enable:
+        return
+    first = first_indexed_message(commitlog)
+    if first is None:
+        return
+    findings.append(Finding(WARNING, "index.missing", str(store.index_dir), None,
+                            "index files for the keyed messages", "no index files",
+                            f"the commitlog holds messages with keys (the first at offset {first}) but there are "
+                            "no index files: the broker finds none of them by key and does not rebuild them; "
+                            "`rmqctl rebuild index` builds them (unless the broker runs with "
+                            "messageIndexEnable=false)"))
 
 
 def note(findings: list, path, msg: str) -> None:

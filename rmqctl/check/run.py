@@ -10,6 +10,7 @@ Everything is opened O_RDONLY; nothing is ever written to the store.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from rmqctl.check import consumequeue as cqc
 from rmqctl.check import index as ixc
 from rmqctl.check import smallfiles as sfc
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding, Report
+from rmqctl.store import rules
 from rmqctl.formats import batch_consumequeue as bcqf
 
 AREAS = ("commitlog", "cq", "index", "checkpoint", "config")
@@ -82,6 +84,10 @@ def _check_commitlog_files(store, report: Report, gaps: list) -> list:
     fq = store.commitlog
     fs = store.config.commitlog_file_size
     findings = report.findings
+    if not store.commitlog_dir.is_dir() and (store.queues() or store.index_files()):
+        findings.append(Finding(ERROR, "commitlog.missing", str(store.commitlog_dir), None, "a commitlog directory",
+                                "none", "consume queues or index files but no commitlog directory here; if the "
+                                "broker's storePathCommitLog points elsewhere, give --broker-config"))
     for p, why in fq.strays:
         findings.append(Finding(WARNING, "commitlog.stray", str(p), None, None, None,
                                 f"{why}: the broker fails to start on a stray file in commitlog/"))
@@ -104,16 +110,68 @@ def _check_commitlog_files(store, report: Report, gaps: list) -> list:
                                     f.start, "file name is not a multiple of the commitlog file size"))
         if f.size != fs:
             if f.size == 0 and last:
-                msg = "zero-length last file (created, never sized): 4.9 refuses to start, 5.x deletes it"
+                msg = f"zero-length last file (created, never sized): {rules.ZERO_LAST}"
             elif f.size == 0:
-                msg = "zero-length file in the middle: the broker refuses to start"
+                msg = f"zero-length file in the middle: {rules.SIZE_MISMATCH}"
             else:
-                msg = "file size differs from mappedFileSizeCommitLog: the broker refuses to start"
+                msg = f"file size differs from mappedFileSizeCommitLog: {rules.SIZE_MISMATCH}"
             findings.append(Finding(ERROR, "commitlog.file_size", str(f.path), f.start, fs, f.size, msg))
         if f.size > 0:
             walk.append(f)
         prev = f
     return walk
+
+
+_COMMITLOG_OFFSET = re.compile(r"commitlog offset (\d+)")
+
+
+def _recovered_end(results) -> tuple:
+    """(offset, file) where the broker's recovery stops: the first record it cannot read, or the end of the
+    last file."""
+    for fr in results:
+        if fr.first_skip is not None:
+            return fr.first_skip, fr.path
+        if not fr.full:
+            return fr.end, fr.path
+    return None, None
+
+
+def _stale_after_recovered_end(results, findings, index_max_phy: int, confirm: int) -> None:
+    """No abort file, the index knows nothing at or past the point E where the broker's recovery stops, and (5.1.1+)
+    the checkpoint's confirmPhyOffset, which only recovery sets, lies before E: the broker has already recovered to
+    E. It cuts consume queues there in memory only, so units past E stay on disk, as do the bytes; it never serves
+    them and overwrites them. Said as notes, once, not as damage. (A store damaged after a clean shutdown has index
+    items past E -- every message carries a UNIQ_KEY -- unless indexing is off or messages have no keys.)"""
+    end, path = _recovered_end(results)
+    if end is None or index_max_phy >= end or confirm >= end:
+        return
+    stale = []
+    for f in findings:
+        if f.severity == INFO:
+            continue
+        if f.check.startswith("commitlog.") and f.offset is not None and f.offset >= end and \
+                f.check not in ("commitlog.file_size", "commitlog.file_gap", "commitlog.file_overlap",
+                                "commitlog.file_name", "commitlog.stale_record"):   # older brokers read that one
+            stale.append(f)
+        elif f.check == "cq.behind":
+            m = _COMMITLOG_OFFSET.search(f"{f.expected} {f.message}")
+            if m and int(m.group(1)) >= end:
+                stale.append(f)
+    if not stale:
+        return
+    for f in stale:
+        f.severity = INFO
+        f.message = f"past the end the broker already recovered to ({end}): {f.message}"
+    findings.append(Finding(INFO, "commitlog.stale_after_end", path, end, None, None,
+                            f"no abort file and no index item past offset {end}: the broker has already recovered to "
+                            f"this end; what lies after it (records, consume-queue units) is stale: the broker never "
+                            f"serves it and overwrites it; `rmqctl recover --on-corruption quarantine` can still "
+                            f"save the records there"))
+
+
+class _Named:
+    def __init__(self, path):
+        self.path = path
 
 
 def _last_data_file(files) -> int:
@@ -231,15 +289,35 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     ck = None
     if "checkpoint" in areas:
         ck = sfc.check_checkpoint(store, findings, cl_end if scanned else None, last_ts)
+    index_max_phy = -1
     if "index" in areas:
         from rmqctl.store.commitlog import CommitLog
 
         idx = store.index_files()
         cl = CommitLog(store) if scanned else None
+        slots, items = cfg.hash_slot_num, cfg.index_num
+        geo = cfg.index_geometry_files
+        if geo and geo != (slots, items):
+            findings.append(Finding(WARNING, "index.geometry", str(store.index_dir), None,
+                                    f"maxHashSlotNum {slots}, maxIndexNum {items} (broker config)",
+                                    f"maxHashSlotNum {geo[0]}, maxIndexNum {geo[1]} (index files)",
+                                    "the index files were written with another geometry than the broker config "
+                                    "gives; a broker started with this config misreads them (files checked with "
+                                    "their own geometry)"))
+            slots, items = geo
         for i, p in enumerate(idx):
-            ixc.check_index_file(p, cfg.hash_slot_num, cfg.index_num, findings, commitlog=cl, cl_min=cl_min,
+            hdr = ixc.check_index_file(p, slots, items, findings, commitlog=cl, cl_min=cl_min,
+                                 broker_version=cfg.broker_version,
                                  cl_end=cl_end if scanned else None, sample=index_sample,
                                  is_last=i == len(idx) - 1, checkpoint=ck)
+            if hdr.get("index_count", 0) > 1:
+                index_max_phy = max(index_max_phy, hdr["end_phy_offset"])
+        legacy = [f for f in findings if f.check == "index.legacy_slot_count"]
+        if len(legacy) > 1:   # said once for the store
+            findings[:] = [f for f in findings if f.check != "index.legacy_slot_count" or f is legacy[0]]
+            legacy[0].message += f" ({len(legacy)} index files)"
+        if not idx and cl is not None:
+            ixc.check_index_missing(store, cl, findings)
         report.stats["index_files"] = len(idx)
 
     # --- checkpoint, abort, recovery prediction, timer, compaction --------------------------------
@@ -258,6 +336,9 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
         timer_max = qmax("rmq_sys_wheel_timer", 0)
         sfc.check_timer(store, findings, timer_max)
         sfc.check_compaction(store, findings, qmax)
+
+    if scanned and "cq" in areas and "index" in areas and not store.abort_exists:
+        _stale_after_recovered_end(results, findings, index_max_phy, ck.confirm_phy_offset if ck else 0)
 
     # --- config -----------------------------------------------------------------------------------
     if "config" in areas:
@@ -284,9 +365,11 @@ def verify_file(path: Path, store, *, index_sample: int = 64) -> Report:
             findings.append(Finding(ERROR, "commitlog.file_size", str(path), start, fs, size,
                                     "file size differs from mappedFileSizeCommitLog"))
         names = sorted(n for n in os.listdir(path.parent) if n.isdigit() and len(n) == 20)
+        # the last file with data: later files that are empty (0 bytes, or pre-allocated zeros) hold nothing
+        later = [_Named(path.parent / n) for n in names if n > path.name]
+        is_last = not later or _last_data_file([_Named(path)] + later) == 0
         ctx = clc.ScanContext(str(path.parent.parent), fs, cfg.cq_file_size if cfg else 6_000_000,
-                              tuple(cfg.delay_levels) if cfg else (), is_last=names and names[-1] == path.name,
-                              check_cq=False)
+                              tuple(cfg.delay_levels) if cfg else (), is_last=is_last, check_cq=False)
         fr = clc.scan_file(ctx, str(path), start, size)
         findings.extend(fr.findings)
         report.stats.update(messages=fr.messages, bytes=fr.bytes)
@@ -303,8 +386,12 @@ def verify_file(path: Path, store, *, index_sample: int = 64) -> Report:
                         commitlog_scanned=False)
         findings[:] = [f for f in findings if f.path == str(path) or f.check not in ("cq.file_gap",)]
     elif kind == "index":
-        ixc.check_index_file(path, cfg.hash_slot_num if cfg else 5_000_000, cfg.index_num if cfg else 20_000_000,
-                             findings, sample=0)
+        from rmqctl.store.index import solve_geometry
+
+        hint = (cfg.hash_slot_num, cfg.index_num) if cfg else (5_000_000, 20_000_000)
+        slots, items = solve_geometry(path, [hint]) or hint
+        ixc.check_index_file(path, slots, items, findings, sample=0,
+                             broker_version=cfg.broker_version if cfg else None)
     elif kind == "checkpoint":
         from rmqctl.store.layout import Store
 

@@ -25,6 +25,9 @@ AREA_CHOICES = ("commitlog", "cq", "index", "checkpoint", "config")
               help="Processes for the commitlog scan [default: up to 2 on stores over 256 MiB].")
 @click.option("--index-sample", type=click.IntRange(min=0), default=64, show_default=True,
               help="Index items per file checked against their message.")
+@click.option("--broker-version", default=None, metavar="X.Y.Z",
+              help="The RocketMQ version that wrote the store, for rules that changed between versions "
+                   "(e.g. index hashSlotCount: 4.7.0 and older count every key) [default: what the files tell].")
 @click.option("-v", "--verbose", count=True, help="Also print notes (info findings) and timings.")
 @click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
               help="spark: scan the commitlog files as Spark tasks (same checks, same findings).")
@@ -32,7 +35,7 @@ AREA_CHOICES = ("commitlog", "cq", "index", "checkpoint", "config")
               help="With --engine spark: master URL [default: embedded local[*]; env SPARK_MASTER].")
 @click.pass_context
 def verify(ctx, target, broker_config, index_slots, index_items, as_json, summary, prom, only, jobs,
-           index_sample, verbose, engine, master):
+           index_sample, broker_version, verbose, engine, master):
     """Check a store's integrity (or one file's): commitlog records, consume queues, index files,
     checkpoint/abort/lock, timer and compaction offsets, config/*.json. Read-only, always: files are
     opened O_RDONLY, nothing is mapped or written (except the --prometheus file). Safe on a running
@@ -66,6 +69,12 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
     if not path.exists():
         raise UsageError("no such file or directory", path=path)
     cfg = build_store_config(broker_config, index_slots, index_items)
+    if broker_version:
+        from dataclasses import replace
+
+        from rmqctl.store.config import parse_version
+
+        cfg = replace(cfg, broker_version=parse_version(broker_version))
     code = Exit.OK
     try:
         if path.is_dir():

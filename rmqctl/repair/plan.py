@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 @dataclass
 class Action:
-    kind: str                 # zero_range | delete_file | write_file | create_file | write_record | write_bytes |
+    kind: str                 # zero_range | delete_file | write_file | create_file | write_record | write_bytes | truncate_file |
                               # remove_abort
     path: str
     why: str

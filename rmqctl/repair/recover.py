@@ -60,6 +60,7 @@ from rmqctl.repair import checkpoint_write as CK
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.plan import Action, Plan
 from rmqctl.repair.rebuild_index import IndexRebuilder
+from rmqctl.store import rules
 from rmqctl.scan import BLANK_RECORD, END, ZEROS, FileWalk, find_next_record
 from rmqctl.store.commitlog import CommitLog, Walk, open_ro
 
@@ -180,6 +181,24 @@ def _check_layout(store, plan: Plan) -> None:
         plan.problems.append(f"{_rel(store, p)}: {why} (the broker refuses to start; move it away by hand)")
 
 
+def _cq_size_plan(store, plan: Plan) -> None:
+    """MappedFileQueue.load refuses a consume-queue file whose size is not mappedFileSizeConsumeQueue (4.5.1+
+    except 4.9.2): bytes past the size are cut (kept in the quarantine); a short file is left to the operator."""
+    from rmqctl.store.files import FileQueue
+
+    fs = store.config.cq_file_size
+    for topic, qid in store.queues():
+        for f in FileQueue.scan(store.consumequeue_dir / topic / str(qid)).files:
+            if f.size > fs:
+                plan.add(Action("truncate_file", _rel(store, f.path),
+                                f"{f.size - fs} bytes past mappedFileSizeConsumeQueue {fs}: {rules.SIZE_MISMATCH}; "
+                                "the extra bytes are cut (kept in the quarantine)",
+                                offset=fs, length=f.size - fs, group="consumequeue", payload=(f.path, fs)))
+            elif 0 < f.size < fs:
+                plan.problems.append(f"{_rel(store, f.path)}: size {f.size} < mappedFileSizeConsumeQueue {fs}; "
+                                     f"{rules.SIZE_MISMATCH}; not repaired automatically")
+
+
 def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     plan = Plan(store=str(store.root), abort=store.abort_exists)
     ctx = Ctx(plan, Path(staging))
@@ -187,22 +206,23 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     cfg = store.config
     fsize = cfg.commitlog_file_size
     files = list(store.commitlog.files)
-    # 5.x deletes a zero-length LAST file by itself; 4.9 refuses to start. Other size mismatches: refuse.
+    # 5.1.3+ deletes a zero-length LAST file by itself; 4.5.1-5.1.2 refuse to start. Other size mismatches: refuse.
     while files and files[-1].size == 0:
         f = files.pop()
         plan.add(Action("delete_file", _rel(store, f.path), "zero-length last commitlog file (a segment created "
-                        "but never sized when the broker died); 4.9 refuses to start on it", group="commitlog",
+                        f"but never sized when the broker died): {rules.ZERO_LAST}", group="commitlog",
                         payload=f.path))
     for f in files:
         if f.size != fsize:
             plan.problems.append(f"{_rel(store, f.path)}: size {f.size} != mappedFileSizeCommitLog {fsize}; "
-                                 "the broker refuses to start; not repaired automatically")
+                                 f"{rules.SIZE_MISMATCH}; not repaired automatically")
     for a, b in zip(files, files[1:]):
         if b.start != a.start + fsize:
             plan.notes.append(f"commitlog gap [{a.start + fsize}, {b.start}): files are missing; like the "
                               "broker, recovery goes on with the next file; messages in the gap are lost")
     if plan.problems:
         return ctx
+    _cq_size_plan(store, plan)
     if not files:
         plan.problems.append("no commitlog files: nothing to recover from (the broker would destroy every "
                              "consume queue)")
@@ -295,14 +315,15 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     if cut_file is None and cut == files[-1].start + fsize:
         cut_file = None
     if cut_file is not None:
+        # a BLANK record the broker wrote (8 bytes: size, magic) ends its file: healthy, never zeroed
+        keep = cut - cut_file.start + (8 if stop is not None and stop.kind == BLANK_RECORD else 0)
         with open_ro(cut_file.path) as fd:
-            lnz = _last_nonzero(fd, cut - cut_file.start, cut_file.size)
-        if lnz > cut - cut_file.start:
+            lnz = _last_nonzero(fd, keep, cut_file.size)
+        if lnz > keep:
             plan.add(Action("zero_range", _rel(store, cut_file.path),
                             f"bytes after the last valid record ({broker_stop['kind']} at {cut}); the broker leaves "
                             "them on disk (stale data that may pass checks later)",
-                            offset=cut - cut_file.start, length=lnz - (cut - cut_file.start),
-                            payload=(cut_file.path, cut - cut_file.start, lnz - (cut - cut_file.start))))
+                            offset=keep, length=lnz - keep, payload=(cut_file.path, keep, lnz - keep)))
     later = [f for f in files if f.start > cut or (cut_file is None and f.start >= cut)]
     if cut_file is not None:
         later = [f for f in files if f.start > cut_file.start]
@@ -393,7 +414,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     new = CK.new_checkpoint(old, last_store_ts=ctx.last_store_ts,
                             index_msg_ts=full[-1][1] if full else None,
                             confirm_offset=ctx.last_valid)
-    if new != old and (plan.actions or plan.abort):
+    if new != old and (any(a.kind != "truncate_file" for a in plan.actions) or plan.abort):   # cut CQ tails: no
         staged = ctx.staging / "checkpoint"
         RC.write_staged(staged, new)
         plan.add(Action("write_file" if old is not None else "create_file", "checkpoint",
@@ -557,18 +578,21 @@ def _timer_plan(store, states, ctx) -> None:
 
 def _timerlog_end(store) -> int:
     """End of the timerlog's data: last non-empty file's start + its last non-zero byte, rounded up to a
-    whole 52-byte unit (units are laid from the file start; a trailing blank makes it the file end)."""
+    whole 52-byte unit (units are laid from the file start), or the file end after a BLANK."""
     from rmqctl.formats import timer as TF
     from rmqctl.store.files import FileQueue
 
     d = store.root / "timerlog"
     if not d.is_dir() or d.is_symlink():
         return 0
+    u = TF.TIMERLOG_UNIT_SIZE
     for f in reversed(FileQueue.scan(d).files):
         with open_ro(f.path) as fd:
             lnz = _last_nonzero(fd, 0, f.size)
+            head = os.pread(fd, 16, (lnz - 1) // u * u) if lnz else b""
         if lnz:
-            u = TF.TIMERLOG_UNIT_SIZE
+            if len(head) == 16 and struct.unpack(">iqi", head)[2] == TF.TIMERLOG_BLANK_MAGIC:
+                return f.start + f.size     # TimerLog.append set the wrote position to the file end
             return f.start + min(f.size, -(-lnz // u) * u)
     return 0
 
@@ -1033,6 +1057,11 @@ def apply(store, ctx: Ctx, journal, *, progress=None) -> int:
         elif a.kind == "zero_range":
             path, off, length = a.payload
             JO.write_range(journal, path, off, zeros=length)
+        elif a.kind == "truncate_file":
+            path, new_len = a.payload
+            journal.before_truncate(path, new_len)
+            os.truncate(path, new_len)
+            JO.fsync_file(path)
         elif a.kind in ("write_record", "write_bytes"):
             path, off, data = a.payload
             JO.write_range(journal, path, off, data)
@@ -1111,6 +1140,9 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
         (ctx.staging / "index").mkdir(parents=True, exist_ok=True)
         rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num,
                                    [p.name for p in store.index_files()])
+        if cfg.index_geometry_files is None and not {"hash_slot_num", "index_num"} & cfg.explicit:
+            plan.notes.append(f"no index file tells its geometry: new files get maxHashSlotNum {cfg.hash_slot_num}, "
+                              f"maxIndexNum {cfg.index_num}; give the broker's config (--config) if it sets others")
     delay = cfg.delay_levels
     multi, lmq = D.multi_dispatch_on(cfg), D.lmq_on(cfg)
     last = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -48,6 +49,14 @@ def _java_bool(v) -> bool:
     return v is True or (isinstance(v, str) and v.lower() == "true")
 
 
+def parse_version(text: str) -> tuple:
+    """'4.7.0' / '5' / 'rocketmq-all-4.9.7' -> (4, 7, 0) / (5, 0, 0) / (4, 9, 7)."""
+    m = re.fullmatch(r"(?:rocketmq-all-|v)?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text).strip())
+    if not m:
+        raise UsageError(f"bad broker version {text!r} (want e.g. 4.9.7)")
+    return tuple(int(x or 0) for x in m.groups())
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     commitlog_file_size: int = cl.DEFAULT_FILE_SIZE
@@ -61,7 +70,10 @@ class StoreConfig:
     enable_cq_ext: bool = False          # enableConsumeQueueExt: CQ units hold consumequeue_ext addresses
     cq_ext_file_size: int = 48 * 1024 * 1024
     multi_path_commitlog: bool = False   # storePathCommitLog with ',' (MultiPathMappedFileQueue): unsupported
+    commitlog_path: str | None = None    # storePathCommitLog (one directory), as the broker resolves it
     explicit: frozenset = frozenset()   # which fields came from the operator or a config file
+    broker_version: tuple | None = None   # (major, minor, patch) given by the operator, for version-specific rules
+    index_geometry_files: tuple | None = None   # (slots, items) the index files were written with, when they tell
 
     KEYS = {
         "mappedFileSizeCommitLog": ("commitlog_file_size", _java_int),
@@ -73,8 +85,8 @@ class StoreConfig:
         "enableLmq": ("enable_lmq", _java_bool),
         "enableMultiDispatch": ("enable_multi_dispatch", _java_bool),
         "storePathCommitLog": ("multi_path_commitlog", lambda v: "," in str(v)),
-        "enableConsumeQueueExt": ("enable_cq_ext", lambda v: str(v).lower() == "true"),
-        "mappedFileSizeConsumeQueueExt": ("cq_ext_file_size", int),
+        "enableConsumeQueueExt": ("enable_cq_ext", _java_bool),
+        "mappedFileSizeConsumeQueueExt": ("cq_ext_file_size", _java_int),
     }
 
     @property
@@ -84,6 +96,9 @@ class StoreConfig:
     def with_values(self, values: dict) -> "StoreConfig":
         """Apply broker-config keys (camelCase, as in broker.conf)."""
         changes, explicit = {}, set(self.explicit)
+        path = values.get("storePathCommitLog")
+        if path and "," not in str(path):
+            changes["commitlog_path"] = str(path).strip()
         for k, v in values.items():
             if k in self.KEYS and v is not None:
                 attr, conv = self.KEYS[k]
@@ -102,22 +117,36 @@ class StoreConfig:
         return cls().with_values(read_broker_config(path))
 
 
+def commitlog_dir(config: StoreConfig, root: Path) -> Path:
+    """storePathCommitLog when the broker config sets it (a relative path is taken from the store root), else
+    <root>/commitlog (the broker's default, storePathRootDir/commitlog)."""
+    if config.commitlog_path:
+        return root / config.commitlog_path
+    return root / "commitlog"
+
+
 def infer(config: StoreConfig, root: Path) -> StoreConfig:
     """Fill in sizes that were not given from the files present (the broker requires equal sizes)."""
     changes = {}
     if "commitlog_file_size" not in config.explicit:
-        size = _first_file_size(root / "commitlog", digits=20)
+        size = _first_file_size(commitlog_dir(config, root), digits=20)
         if size:
             changes["commitlog_file_size"] = size
     if "cq_file_size" not in config.explicit:
         size = _cq_file_size(root / "consumequeue")
         if size:
             changes["cq_file_size"] = size
+    geo = index_geometry(root / "index", (config.hash_slot_num, config.index_num))
+    if geo:
+        changes["index_geometry_files"] = geo
     if "hash_slot_num" not in config.explicit and "index_num" not in config.explicit:
-        size = _first_file_size(root / "index", digits=17)
-        if size and size != ix.file_size(ix.DEFAULT_HASH_SLOT_NUM, ix.DEFAULT_INDEX_NUM) and (size - 40) % 84 == 0:
-            slots = (size - 40) // 84   # the broker's default ratio: maxIndexNum = 4 * maxHashSlotNum
-            changes.update(hash_slot_num=slots, index_num=4 * slots)
+        if geo:
+            changes.update(hash_slot_num=geo[0], index_num=geo[1])
+        else:
+            size = _first_file_size(root / "index", digits=17)
+            if size and size != ix.file_size(ix.DEFAULT_HASH_SLOT_NUM, ix.DEFAULT_INDEX_NUM) and (size - 40) % 84 == 0:
+                slots = (size - 40) // 84   # nothing written to tell: guess the broker's default 4:1 ratio
+                changes.update(hash_slot_num=slots, index_num=4 * slots)
     if "enable_cq_ext" not in config.explicit or "cq_ext_file_size" not in config.explicit:
         size = _cq_file_size(root / "consumequeue_ext", unit=1)
         if size:     # ext files exist: the broker that wrote them had enableConsumeQueueExt on
@@ -126,6 +155,34 @@ def infer(config: StoreConfig, root: Path) -> StoreConfig:
             if "cq_ext_file_size" not in config.explicit:
                 changes["cq_ext_file_size"] = size
     return replace(config, **changes) if changes else config
+
+
+def index_geometry(d: Path, hint: tuple, tries: int = 4) -> tuple | None:
+    """(maxHashSlotNum, maxIndexNum) read from the index files themselves (see store.index.solve_geometry): the
+    first few files of each size are tried, a geometry found once is the first guess for the rest."""
+    from rmqctl.store.index import solve_geometry
+
+    try:
+        names = sorted(n for n in os.listdir(d) if len(n) == 17 and n.isdigit())
+    except OSError:
+        return None
+    hints = [hint, (ix.DEFAULT_HASH_SLOT_NUM, ix.DEFAULT_INDEX_NUM)]
+    tried: dict = {}
+    for n in names:
+        try:
+            st = os.lstat(d / n)
+            if not stat.S_ISREG(st.st_mode):
+                continue   # a link or special file (a FIFO would block the read): not a source of geometry
+            size = st.st_size
+            if tried.get(size, 0) >= tries:
+                continue
+            tried[size] = tried.get(size, 0) + 1
+            geo = solve_geometry(d / n, hints)
+        except OSError:
+            continue
+        if geo:
+            return geo
+    return None
 
 
 def _first_file_size(d: Path, digits: int) -> int | None:
@@ -138,16 +195,37 @@ def _first_file_size(d: Path, digits: int) -> int | None:
     return max(sizes) if sizes else None
 
 
-def _cq_file_size(d: Path, unit: int = cq.UNIT_SIZE) -> int | None:
-    """Largest CQ file among the first few queues (every CQ file has the same mapped size)."""
-    best = 0
+def _cq_file_size(d: Path, unit: int = cq.UNIT_SIZE, max_queues: int = 64) -> int | None:
+    """mappedFileSizeConsumeQueue from the files: the step between consecutive file names of a queue (names are
+    byte offsets), else the most common file size (a file with bytes appended must not win)."""
+    from collections import Counter
+
+    steps, sizes, seen = Counter(), Counter(), 0
     try:
-        for ti, topic in enumerate(sorted(os.listdir(d))):
-            if ti > 8:
-                break
-            for q in os.listdir(d / topic):
-                for n in os.listdir(d / topic / q)[:2]:
-                    best = max(best, os.stat(d / topic / q / n).st_size)
+        topics = sorted(os.listdir(d))
     except OSError:
-        pass
-    return best if best and best % unit == 0 else None
+        return None
+    for topic in topics:
+        try:
+            qids = sorted(os.listdir(d / topic))
+        except OSError:
+            continue
+        for q in qids:
+            if seen >= max_queues:
+                break
+            seen += 1
+            try:
+                names = sorted(n for n in os.listdir(d / topic / q) if len(n) == 20 and n.isdigit())
+                for a, b in zip(names, names[1:3]):
+                    steps[int(b) - int(a)] += 1
+                for n in names[:2]:
+                    size = os.stat(d / topic / q / n).st_size
+                    if size > 0:
+                        sizes[size] += 1
+            except OSError:
+                continue
+    for c in (steps, sizes):
+        for size, _ in c.most_common():
+            if size > 0 and size % unit == 0:
+                return size
+    return None

@@ -5,6 +5,7 @@ positions, so a key query touches a handful of pages, never the whole 400 MB fil
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,3 +169,106 @@ def query_offset(files: list, topic: str, key: str, max_num: int, begin: int, en
         if len(out) >= max_num:
             break
     return OffsetQuery(out, searched, reads, problems)
+
+
+# --- geometry taken from the file ------------------------------------------------------------------
+# maxHashSlotNum / maxIndexNum are not stored in an index file, but its size (40 + 4*slots + 20*items) and
+# content pin them down: the broker writes item n at 40 + 4*slots + 20*n from n = 1 (item 0 stays zero), item 1
+# has no predecessor, every slot holds the newest item of its bucket (keyHash % slots) and a full file has
+# indexCount == maxIndexNum.
+
+def _plausible(pread, size: int, slots: int, items: int, hdr, samples: int = 32) -> bool:
+    """Whether an index file reads consistently with (slots, items): items 1 and newest carry the header's
+    begin/end offsets, chains stay in their bucket, every sampled item lies under its slot's head."""
+    count = hdr.index_count
+    if slots < 1 or items < max(count, 1) or ixf.file_size(slots, items) != size:
+        return False
+    if count <= 1:
+        return True   # nothing written: any geometry of this size fits
+    base = ixf.HEADER_SIZE + 4 * slots
+    if pread(ixf.ITEM_SIZE, base) != b"\0" * ixf.ITEM_SIZE:
+        return False
+    step = max(1, (count - 1) // samples)
+    for n in sorted({1, count - 1, *range(1, count, step)}):
+        h, phy, _td, pre = ITEM.unpack(pread(ixf.ITEM_SIZE, base + ixf.ITEM_SIZE * n))
+        if (n == 1 and phy != hdr.begin_phy_offset) or (n == count - 1 and phy != hdr.end_phy_offset):
+            return False
+        if h < 0 or pre < 0 or pre >= n or (n == 1 and pre != 0):
+            return False
+        head = SLOT.unpack(pread(4, ixf.HEADER_SIZE + 4 * (h % slots)))[0]
+        if not n <= head < count or (n == count - 1 and head != n):
+            return False
+        if pre > 0 and ITEM.unpack(pread(ixf.ITEM_SIZE, base + ixf.ITEM_SIZE * pre))[0] % slots != h % slots:
+            return False
+    return True
+
+
+def _search(fd, size: int, count: int, end_phy: int, chunk: int = 1 << 18) -> list:
+    """Every (slots, items) whose item 0 is zero, item 1 has no predecessor and whose newest item holds the header's
+    endPhyOffset and heads its slot.
+    Candidates (slots = words - 5*items) are taken `chunk` at a time with two sequential reads each (bounded
+    memory, ~15 MB), the slot lookups of the few survivors one by one."""
+    import numpy as np
+
+    words = (size - ixf.HEADER_SIZE) // 4
+    newest = count - 1
+    hi = words - 5 * count           # items >= count
+    lo = hi % 5 or 5                 # slots >= 1, same residue
+    out = []
+
+    def read_words(w0, n):
+        data = os.pread(fd, 4 * n, ixf.HEADER_SIZE + 4 * w0).ljust(4 * n, b"\0")
+        return np.frombuffer(data, ">i4")
+
+    for k0 in range(lo, hi + 1, 5 * chunk):
+        ks = np.arange(k0, min(k0 + 5 * chunk, hi + 1), 5, dtype=np.int64)
+        k1 = int(ks[-1])
+        a = read_words(k0, k1 - k0 + 10)
+        rel = ks - k0
+        ok = np.ones(ks.size, bool)
+        for j in range(5):
+            ok &= a[rel + j] == 0          # item 0 is never written
+        ok &= a[rel + 9] == 0              # item 1's preIndexNo
+        b = read_words(k0 + 5 * newest, k1 - k0 + 3)
+        h = b[rel].astype(np.int64)
+        phy = (b[rel + 1].astype(np.int64) << 32) | (b[rel + 2].astype(np.int64) & 0xFFFFFFFF)
+        ok &= (h >= 0) & (phy == end_phy)
+        cand, hv = ks[ok], h[ok]
+        slot_of = hv % cand
+        heads = {int(x): SLOT.unpack(os.pread(fd, 4, ixf.HEADER_SIZE + 4 * int(x)).ljust(4, b"\0"))[0]
+                 for x in np.unique(slot_of)}
+        for k, sl in zip(cand.tolist(), slot_of.tolist()):
+            if heads.get(sl) == newest:
+                out.append((k, (words - k) // 5))
+    return out
+
+
+def solve_geometry(path, hints=()) -> tuple | None:
+    """(slots, items) of an index file from its size and content; `hints` (candidate (slots, items) pairs, e.g.
+    the broker config, the defaults, other files of the store) are tried first. None when the file cannot tell:
+    too short, nothing written yet, or no geometry reads consistently (a damaged file)."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size < ixf.HEADER_SIZE + 4 + ixf.ITEM_SIZE or (size - ixf.HEADER_SIZE) % 4:
+        return None
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # never block on a FIFO
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+
+        def pread(n, pos):
+            return os.pread(fd, n, pos).ljust(n, b"\0")
+
+        hdr = IndexHeader(*HEADER.unpack(pread(HEADER.size, 0)))
+        count = hdr.index_count
+        if count <= 1:
+            return None
+        words = (size - ixf.HEADER_SIZE) // 4
+        full = (words - 5 * count, count)   # a full file: indexCount == maxIndexNum
+        for cand in (*hints, full):
+            if _plausible(pread, size, *cand, hdr):
+                return tuple(cand)
+        found = [c for c in _search(fd, size, count, hdr.end_phy_offset) if _plausible(pread, size, *c, hdr)]
+        return found[0] if len(found) == 1 else None
+    finally:
+        os.close(fd)

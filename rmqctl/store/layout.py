@@ -10,7 +10,7 @@ from pathlib import Path
 from rmqctl.errors import IOFailure, UnsupportedStoreError, UsageError
 from rmqctl.formats import INDEX_NAME, checkpoint as ckf
 from rmqctl.formats._derive import field_names, struct_format
-from rmqctl.store.config import StoreConfig, infer
+from rmqctl.store.config import StoreConfig, commitlog_dir, infer
 from rmqctl.store.files import FileQueue
 from rmqctl.store.lock import lock_state
 
@@ -66,7 +66,7 @@ class Store:
     # --- locations -------------------------------------------------------------------------
     @property
     def commitlog_dir(self) -> Path:
-        return self.root / "commitlog"
+        return commitlog_dir(self.config, self.root)
 
     @property
     def consumequeue_dir(self) -> Path:

@@ -54,6 +54,7 @@ public final class Main {
         "  config --dir CONFIG_DIR",
         "  bench-write --store DIR --count N --size B [--file-size BYTES]",
         "  bench-recover --store DIR [--abnormal] [--conf FILE.json]",
+        "  restart --store DIR [--conf FILE.json]      (in place: load/recover, start, dispatch, shutdown)",
         "  hold-lock --store DIR",
         "  version");
 
@@ -145,6 +146,12 @@ public final class Main {
                 Map<String, String> o = opts(args, 1, "abnormal");
                 emit(Bench.recover(c, need(o, "store"), o.containsKey("abnormal"), o.get("conf")));
                 return 0;
+            }
+            case "restart": {
+                Map<String, String> o = opts(args, 1);
+                Map<String, Object> r = Restart.run(c, need(o, "store"), o.get("conf"));
+                emit(r);
+                return Boolean.TRUE.equals(r.get("load_ok")) ? 0 : 3;
             }
             case "hold-lock": {
                 Map<String, String> o = opts(args, 1);
