@@ -38,12 +38,16 @@ def known_queues(store, probe_records: int = PROBE_RECORDS) -> dict[str, set[int
             out.setdefault(str(name), set()).update(range(n))
     if probe_records:
         try:
+            from rmqctl import dispatch as D
             from rmqctl.store.commitlog import CommitLog
 
             for i, r in enumerate(CommitLog(store).records(check_crc=False, check_prop_crc=False)):
                 if i >= probe_records:
                     break
                 out.setdefault(r.topic, set()).add(r.queue_id)
+                # multi-dispatch (LMQ) targets are queues too, named only by the records that feed them
+                for name, qid, _ in D.lmq_targets(r.topic, r.queue_id, r.properties, D.lmq_on(store.config)):
+                    out.setdefault(name, set()).add(qid)
         except (RmqError, OSError):
             pass
     return out
