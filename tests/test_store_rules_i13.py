@@ -71,9 +71,10 @@ def test_ext_like_tags_code_checked_without_consumequeue_ext(cli, tmp_path):
     code, out, err = cli("verify", "--json", root)
     fs = _non_info(out)
     assert code == 4 and [x["check"] for x in fs] == ["cq.unit_mismatch"] and fs[0]["offset"] == 20, fs
-    (root / "consumequeue_ext").mkdir()       # with ext files the same value is an address: not a tag hash
-    code, out, err = cli("verify", "--json", root)
-    assert code == 0 and not _non_info(out), out
+    (root / "consumequeue_ext").mkdir()       # with ext files the same value is an address: not a tag hash,
+    code, out, err = cli("verify", "--json", root)   # and one that points at no ext unit
+    fs = _non_info(out)
+    assert code == 4 and [x["check"] for x in fs] == ["cq.ext_unit"] and fs[0]["offset"] == 20, fs
 
 
 @pytest.mark.oracle
