@@ -9,20 +9,33 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-REAL_WORLD = SHARED / "real-world"
 FIXTURES = ROOT / "fixtures"
+REAL_WORLD = FIXTURES / "real-world"
+
+# Corpus-driven parametrisations would silently shrink without these: fail the run instead.
+for _need in (REAL_WORLD / "manifest.json", FIXTURES / "stores"):
+    if not _need.exists():
+        raise pytest.UsageError(f"{_need} is missing: the test corpus is part of the repository")
 
 os.environ.setdefault("NO_COLOR", "1")
 os.environ.setdefault("COLUMNS", "120")
 
 
 def real_world_files() -> list[Path]:
-    """Every file under shared/real-world (written by real brokers), except the manifest/README."""
-    if not REAL_WORLD.is_dir():
-        return []
-    return sorted(p for p in REAL_WORLD.rglob("*")
-                  if p.is_file() and p.name not in ("manifest.json", "README.md"))
+    """Every file under fixtures/real-world (written by real brokers), except the manifest/README."""
+    out = sorted(p for p in REAL_WORLD.rglob("*")
+                 if p.is_file() and p.name not in ("manifest.json", "README.md"))
+    if len(out) < 250:
+        raise RuntimeError(f"{REAL_WORLD}: only {len(out)} files; the real-world corpus is incomplete")
+    return out
+
+
+def real_world_glob(pattern: str) -> list[Path]:
+    """REAL_WORLD.rglob(pattern), sorted; raises rather than parametrise over nothing."""
+    out = sorted(REAL_WORLD.rglob(pattern))
+    if not out:
+        raise RuntimeError(f"{REAL_WORLD}: nothing matches {pattern!r}")
+    return out
 
 
 @pytest.fixture
