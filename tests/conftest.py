@@ -21,6 +21,42 @@ os.environ.setdefault("NO_COLOR", "1")
 os.environ.setdefault("COLUMNS", "120")
 
 
+# `-m "not oracle and not spark"` (the minimum-versions run) is only honest if every test that starts
+# the oracle or Spark carries the marker: a test that does so unmarked fails here.
+_RUNNING: dict = {"item": None}
+
+
+def _needs(argv: list[str]) -> str | None:
+    text = " ".join(argv)
+    if "tests/oracle/" in text:
+        return "oracle"
+    if "spark-submit" in text or ("rmqctl" in text and ({"stats", "export", "spark"} & set(argv))):
+        return "spark"
+    return None
+
+
+def _audit(event, args):
+    item = _RUNNING["item"]
+    if event != "subprocess.Popen" or item is None:
+        return
+    argv = args[1] if isinstance(args[1], (list, tuple)) else [args[1]]
+    need = _needs([os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in argv])
+    if need and item.get_closest_marker(need) is None:
+        raise RuntimeError(f"{item.nodeid} starts the {need} but is not marked @pytest.mark.{need}")
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _RUNNING["item"] = item
+    try:
+        yield
+    finally:
+        _RUNNING["item"] = None
+
+
 def real_world_files() -> list[Path]:
     """Every file under fixtures/real-world (written by real brokers), except the manifest/README."""
     out = sorted(p for p in REAL_WORLD.rglob("*")
@@ -46,7 +82,10 @@ def cli():
     from rmqctl.cli import run
 
     def invoke(*args):
-        runner = CliRunner()
+        try:  # click 8.1 mixes stderr into stdout unless told not to; 8.2+ always separates them
+            runner = CliRunner(mix_stderr=False)
+        except TypeError:
+            runner = CliRunner()
         with runner.isolation() as streams:
             code = run(list(map(str, args)))
             sys.stdout.flush()
