@@ -22,7 +22,9 @@ os.environ.setdefault("COLUMNS", "120")
 
 
 # `-m "not oracle and not spark"` (the minimum-versions run) is only honest if every test that starts
-# the oracle or Spark carries the marker: a test that does so unmarked fails here.
+# the oracle or Spark carries the marker: a test that does so unmarked fails here. Seen from the
+# subprocesses a test starts: tests/oracle/*, spark-submit (an in-process SparkSession), and an
+# rmqctl child running stats/export/--engine spark (other than --help).
 _RUNNING: dict = {"item": None}
 
 
@@ -30,7 +32,8 @@ def _needs(argv: list[str]) -> str | None:
     text = " ".join(argv)
     if "tests/oracle/" in text:
         return "oracle"
-    if "spark-submit" in text or ("rmqctl" in text and ({"stats", "export", "spark"} & set(argv))):
+    if "spark-submit" in text or ("rmqctl" in text and ({"stats", "export", "spark"} & set(argv))
+                                  and not ({"-h", "--help"} & set(argv))):
         return "spark"
     return None
 

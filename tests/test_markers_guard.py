@@ -24,6 +24,7 @@ def test_marked_spark_command_runs():
     assert r.returncode == 0
 
 
-def test_other_commands_run_unmarked():
-    r = subprocess.run([sys.executable, "-m", "rmqctl", "dump", "--help"], capture_output=True)
-    assert r.returncode == 0
+def test_other_commands_and_help_run_unmarked():
+    for args in (["dump", "--help"], ["stats", "--help"]):
+        r = subprocess.run([sys.executable, "-m", "rmqctl", *args], capture_output=True)
+        assert r.returncode == 0, args
