@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -26,35 +28,116 @@ def _esc(text: str) -> str:
 def _help_text(cmd: click.Command) -> str:
     import inspect
 
-    text = inspect.cleandoc(cmd.help or "").replace("\b\n", "").replace("\b", "")
-    return text.strip()
+    text = (cmd.help or "").split("\f")[0]  # click's convention: what follows \f is not help
+    return inspect.cleandoc(text).replace("\b\n", "").replace("\b", "").strip()
 
 
-def _options(cmd: click.Command, ctx: click.Context) -> list[str]:
-    rows = []
-    for p in cmd.get_params(ctx):
-        rec = p.get_help_record(ctx)
-        if rec:
-            rows.append(f".TP\n.B {_esc(rec[0])}\n{_esc(rec[1])}")
-    return rows
+def _short_help(cmd: click.Command) -> str:
+    """short_help, else the first sentence of the help (a '.' followed by a capital or the paragraph end)."""
+    if cmd.short_help:
+        return cmd.short_help.strip()
+    para = " ".join(_help_text(cmd).split("\n\n")[0].split())
+    m = re.search(r"\.(?=\s+[A-Z(])", para)
+    text = para[:m.end()] if m else para
+    return text if len(text) <= 110 else text[:107].rsplit(" ", 1)[0] + "..."
 
 
-def _page(name: str, cmd: click.Command, ctx: click.Context, section_extra: str = "") -> str:
-    usage = " ".join(cmd.collect_usage_pieces(ctx))
+# Rendered from the command metadata (public attributes only) rather than through click's help
+# formatter, whose output changes between click releases; the pages must not.
+def _type_metavar(t: click.ParamType) -> str:
+    if isinstance(t, click.Choice):
+        return "[" + "|".join(str(c) for c in t.choices) + "]"
+    if isinstance(t, click.Path):
+        if t.file_okay and not t.dir_okay:
+            return "FILE"
+        return "DIRECTORY" if t.dir_okay and not t.file_okay else "PATH"
+    if isinstance(t, (click.IntRange, click.FloatRange)):
+        return ("INTEGER" if isinstance(t, click.IntRange) else "FLOAT") + " RANGE"
+    return {"integer": "INTEGER", "float": "FLOAT", "boolean": "BOOLEAN", "filename": "FILENAME",
+            "text": "TEXT"}.get(t.name, t.name.upper())
+
+
+def _range_text(t: click.ParamType) -> str:
+    if not isinstance(t, (click.IntRange, click.FloatRange)):
+        return ""
+    lo = None if t.min is None else f"{t.min}{'<' if t.min_open else '<='}"
+    hi = None if t.max is None else f"{'<' if t.max_open else '<='}{t.max}"
+    if lo and hi:
+        return f"{lo}x{hi}"
+    if lo:
+        return f"x{'>' if t.min_open else '>='}{t.min}"
+    return f"x{hi}" if hi else ""
+
+
+def _opt_names(names: list[str]) -> str:
+    return ", ".join(sorted(names, key=lambda n: len(n) - len(n.lstrip("-/"))))
+
+
+def _option_row(p: click.Option) -> tuple[str, str]:
+    names = _opt_names(p.opts)
+    if p.secondary_opts:
+        names += " / " + _opt_names(p.secondary_opts)
+    if not p.is_flag and not p.count:
+        names += " " + (p.metavar or _type_metavar(p.type))
+    extra = []
+    if p.show_default and p.default is not None and not callable(p.default):
+        d = p.default
+        if p.secondary_opts and isinstance(d, bool):
+            d = (p.opts if d else p.secondary_opts)[-1].lstrip("-")
+        elif isinstance(d, (list, tuple)):
+            d = ", ".join(map(str, d))
+        if d != "" and not (p.is_flag and d is False):
+            extra.append(f"default: {p.show_default if isinstance(p.show_default, str) else d}")
+    if _range_text(p.type):
+        extra.append(_range_text(p.type))
+    if p.required:
+        extra.append("required")
+    text = (p.help or "").strip()
+    if extra:
+        text = (text + "  " if text else "") + "[" + "; ".join(extra) + "]"
+    return names, text
+
+
+def _synopsis(cmd: click.Command) -> str:
+    pieces = ["[OPTIONS]"]  # -h/--help at least
+    for p in cmd.params:
+        if isinstance(p, click.Argument):
+            if p.metavar:  # written as the command wants it shown
+                pieces.append(p.metavar)
+                continue
+            var = "{" + "|".join(map(str, p.type.choices)) + "}" if isinstance(p.type, click.Choice) \
+                else p.name.upper()
+            if not p.required:
+                var = f"[{var}]"
+            pieces.append(var + ("..." if p.nargs != 1 else ""))
+    if isinstance(cmd, click.Group):
+        pieces.append(cmd.subcommand_metavar or "COMMAND [ARGS]...")
+    return " ".join(pieces)
+
+
+def _options(cmd: click.Command, help_names: list[str]) -> list[str]:
+    rows = [_option_row(p) for p in cmd.params if isinstance(p, click.Option) and not p.hidden]
+    if help_names and cmd.add_help_option:
+        rows.append((_opt_names(help_names), "Show this message and exit."))
+    return [f".TP\n.B {_esc(names)}\n{_esc(text)}" for names, text in rows]
+
+
+def _page(name: str, cmd: click.Command, help_names: list[str], section_extra: str = "") -> str:
     title = name.upper()
     parts = [f'.TH {title} 1 "" "rmqctl {__version__}" "rmqctl manual"', ".SH NAME",
-             f"{_esc(name)} \\- {_esc(cmd.get_short_help_str(80))}", ".SH SYNOPSIS",
-             f".B {_esc(name.replace('-', ' '))}\n{_esc(usage)}", ".SH DESCRIPTION", ".nf",
+             f"{_esc(name)} \\- {_esc(_short_help(cmd))}", ".SH SYNOPSIS",
+             f".B {_esc(name.replace('-', ' '))}\n{_esc(_synopsis(cmd))}", ".SH DESCRIPTION", ".nf",
              _esc(_help_text(cmd)), ".fi"]
-    opts = _options(cmd, ctx)
+    opts = _options(cmd, help_names)
     if opts:
         parts += [".SH OPTIONS", *opts]
     if isinstance(cmd, click.Group):
         parts += [".SH COMMANDS"]
+        ctx = click.Context(cmd)
         for sub in sorted(cmd.list_commands(ctx)):
-            c = cmd.get_command(ctx, sub)
-            parts += [f".TP\n.B {_esc(sub)}\n{_esc(c.get_short_help_str(100))}"]
-    parts += [".SH EXIT STATUS", ".nf", _esc(EXIT_CODES_DOC.replace("\b\n", "")), ".fi"]
+            parts += [f".TP\n.B {_esc(sub)}\n{_esc(_short_help(cmd.get_command(ctx, sub)))}"]
+    exits = cmd.epilog if cmd.epilog and "Exit status" in cmd.epilog else EXIT_CODES_DOC
+    parts += [".SH EXIT STATUS", ".nf", _esc(inspect.cleandoc(exits).replace("\b\n", "")), ".fi"]
     if section_extra:
         parts.append(section_extra)
     return "\n".join(parts) + "\n"
@@ -71,22 +154,20 @@ def _files_section() -> str:
 def pages() -> dict[str, str]:
     from rmqctl.cli import cli
 
-    # the same settings a real invocation gets (children inherit them), so the pages do not depend on
-    # what ran before in this process (click caches a command's help option after first use)
-    root_ctx = click.Context(cli, info_name="rmqctl", **cli.context_settings)
-    out = {"rmqctl.1": _page("rmqctl", cli, root_ctx, _files_section() + "\n.SH SEE ALSO\n" + ", ".join(
-        f"rmqctl\\-{n}(1)" for n in sorted(cli.list_commands(root_ctx))))}
+    help_names = list(cli.context_settings.get("help_option_names", ["--help"]))  # inherited by all
+    out = {"rmqctl.1": _page("rmqctl", cli, help_names, _files_section() + "\n.SH SEE ALSO\n" + ", ".join(
+        f"rmqctl\\-{n}(1)" for n in sorted(cli.list_commands(click.Context(cli)))))}
 
-    def walk(prefix: str, group: click.Command, parent_ctx: click.Context):
-        for name in sorted(group.list_commands(parent_ctx)):
-            cmd = group.get_command(parent_ctx, name)
+    def walk(prefix: str, group: click.Group):
+        ctx = click.Context(group)
+        for name in sorted(group.list_commands(ctx)):
+            cmd = group.get_command(ctx, name)
             full = f"{prefix}-{name}"
-            ctx = click.Context(cmd, info_name=full.replace("-", " "), parent=parent_ctx)
-            out[f"{full}.1"] = _page(full, cmd, ctx)
+            out[f"{full}.1"] = _page(full, cmd, help_names)
             if isinstance(cmd, click.Group):
-                walk(full, cmd, ctx)
+                walk(full, cmd)
 
-    walk("rmqctl", cli, root_ctx)
+    walk("rmqctl", cli)
     return out
 
 

@@ -12,7 +12,7 @@ from rmqctl.config.files import EMPTY, FAIL, KINDS, LOAD_BAK, LOAD_MAIN, load, l
 from rmqctl.config.persist import persist, render
 from rmqctl.errors import FormatError, UsageError
 
-from conftest import REAL_WORLD
+from conftest import REAL_WORLD, real_world_glob
 
 GOOD = b'{\n\t"offsetTable":{\n\t\t"T@G":{0:5,1:6\n\t\t}\n\t}\n}'
 OLDER = b'{\n\t"offsetTable":{\n\t\t"T@G":{0:4,1:5\n\t\t}\n\t}\n}'
@@ -80,7 +80,7 @@ def test_bak_file_given_is_read_without_fallback(store):
     assert ld.verdict == EMPTY
 
 
-REAL_CONFIG_DIRS = sorted({p.parent for p in REAL_WORLD.rglob("*.json") if p.parent.name == "config"})
+REAL_CONFIG_DIRS = sorted({p.parent for p in real_world_glob("*.json") if p.parent.name == "config"})
 
 
 @pytest.mark.parametrize("cdir", REAL_CONFIG_DIRS, ids=lambda p: str(p.relative_to(REAL_WORLD)))

@@ -11,7 +11,7 @@ from rmqctl.errors import FormatError
 
 from conftest import REAL_WORLD, real_world_files
 
-# Files under shared/real-world that were re-indented by an editor (2 spaces, `"k": v`) after the
+# Files under fixtures/real-world that were re-indented by an editor (2 spaces, `"k": v`) after the
 # broker wrote them: read, but not byte-identical when re-emitted. Found by re-emitting every file;
 # all of them are the latest snapshot of shenyanming95/rocketmq (its @<commit> snapshots are intact).
 REINDENTED = {
@@ -44,7 +44,7 @@ def _id(p):
 
 
 def test_real_world_corpus_is_there():
-    assert len(BROKER_WRITTEN) >= 150, "shared/real-world is missing"
+    assert len(BROKER_WRITTEN) >= 150, "fixtures/real-world is incomplete"
     assert all((REAL_WORLD / r).exists() for r in REINDENTED)
 
 

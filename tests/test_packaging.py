@@ -25,3 +25,70 @@ def test_man_pages_are_current():
     from rmqctl.manpage import main
 
     assert main(["--check", str(ROOT / "man")]) == 0, "run: python -m rmqctl.manpage man/"
+
+
+# Libraries whose private names rmqctl must not touch (they change without notice between releases).
+# pyspark is not listed: rmqctl.spark still reaches the JVM through its py4j handles (_jvm, _jsc).
+STRICT_LIBS = ("click", "rich", "construct", "numpy", "pandas", "pyarrow", "crcmod", "isal")
+
+
+def _private_uses(path):
+    import ast
+
+    tree = ast.parse(path.read_text(), str(path))
+    aliases, out = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in STRICT_LIBS:
+                    aliases.add(a.asname or a.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in STRICT_LIBS:
+            if any(part.startswith("_") for part in node.module.split(".")) or \
+                    any(a.name.startswith("_") for a in node.names):
+                out.append(f"{path.name}:{node.lineno}: from {node.module} import ...")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in aliases:
+                out.append(f"{path.name}:{node.lineno}: {base.id}....{node.attr}")
+    return out
+
+
+def test_no_private_names_of_libraries():
+    bad = [u for d in ("rmqctl", "formats") for p in sorted((ROOT / d).rglob("*.py")) for u in _private_uses(p)]
+    assert not bad, bad
+
+
+def _requirements():
+    import re
+
+    proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(proj["dependencies"])
+    for extra, items in proj["optional-dependencies"].items():
+        reqs += [r for r in items if not r.startswith("rmqctl[")]
+    out = {}
+    for r in reqs:
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*(.*)", r)
+        out[m.group(1).lower()] = [s.strip() for s in m.group(2).split(",") if s.strip()]
+    return out
+
+
+def test_every_dependency_has_the_tested_minimum_as_lower_bound():
+    pins = {}
+    for line in (ROOT / "ci/constraints-min.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[name.strip().lower()] = version.strip()
+    reqs = _requirements()
+    assert set(pins) == set(reqs)
+    for name, specs in reqs.items():
+        assert f">={pins[name]}" in specs, (name, specs)
+
+
+def test_all_extra_is_every_extra():
+    proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = set(proj["optional-dependencies"]) - {"all"}
+    assert proj["optional-dependencies"]["all"] == [f"rmqctl[{','.join(sorted(extras))}]"]

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import FIXTURES, REAL_WORLD
+from conftest import FIXTURES, real_world_glob
 from rmqctl.render import jsonl, message_dict, message_json
 from rmqctl.scan import FileWalk
 from test_formats_vectors import EX1, EX2
@@ -19,7 +19,7 @@ def _records(path, data=None):
 
 
 def _files():
-    out = sorted(REAL_WORLD.rglob("commitlog/0*"))
+    out = sorted(real_world_glob("commitlog/0*"))
     if (FIXTURES / "stores").is_dir():
         out += sorted((FIXTURES / "stores").rglob("commitlog/0*"))
     return out
