@@ -11,6 +11,7 @@ from rmqctl.cli.options import body_option, build_store_config, json_option, sto
 from rmqctl.errors import FormatError, UsageError
 from rmqctl.render import jsonl, message_json, message_text
 from rmqctl.status import Exit
+from rmqctl.terminal import escape
 
 
 @click.command("dump")
@@ -160,7 +161,7 @@ class _Emitter:
         elif item.get("kind") == "trailer":
             self.out.write(dumping.trailer_text(item, item["file"]) + "\n")
             if item.get("note"):
-                self.out.write(f"# note: {item['note']}\n")
+                self.out.write(f"# note: {escape(item['note'])}\n")
         else:
             self.out.write(_line(item) + "\n")
 
@@ -178,8 +179,9 @@ def _line(d: dict) -> str:
     if kind == "config":
         import json
 
-        head = f"# {d['file']}: used {d['used'] or 'nothing'}; broker would {d['verdict']}; main {d['main']}; .bak {d['bak']}"
-        notes = "".join(f"\n# note: {n}" for n in d.get("notes", []))
+        head = (f"# {escape(d['file'])}: used {d['used'] or 'nothing'}; broker would {escape(d['verdict'])}; "
+                f"main {escape(d['main'])}; .bak {escape(d['bak'])}")
+        notes = "".join(f"\n# note: {escape(n)}" for n in d.get("notes", []))
         return head + notes + "\n" + json.dumps(d["content"], indent=2, ensure_ascii=False)
-    fields = " ".join(f"{k}={v}" for k, v in d.items() if k != "kind")
+    fields = " ".join(f"{k}={escape(v)}" for k, v in d.items() if k != "kind")
     return f"{kind} {fields}"

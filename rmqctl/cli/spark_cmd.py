@@ -135,17 +135,18 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
 def _print_stats(result, show_queues):
     from rich.table import Table
 
-    from rmqctl.terminal import out
+    from rmqctl.terminal import escape, out
 
     con = out()
+    e = escape
     t = result["totals"]
-    con.print(f"stores: {', '.join(result['stores'])}   messages: {t['messages']:,}   bytes: {_size(t['bytes'])}"
+    con.print(f"stores: {e(', '.join(result['stores']))}   messages: {t['messages']:,}   bytes: {_size(t['bytes'])}"
               f"   topics: {t['topics']}   queues: {t['queues']}")
     for name, info in result["scan"]["stops"].items():
         stop = info.get("stop")
         if stop and stop["kind"] not in ("zeros", "end", "blank"):
-            con.print(f"{name}: commitlog ends at offset {stop['offset']}: {stop['kind']}"
-                      f"{' (' + stop['detail'] + ')' if stop.get('detail') else ''}; later records not counted")
+            con.print(f"{e(name)}: commitlog ends at offset {stop['offset']}: {stop['kind']}"
+                      f"{' (' + e(stop['detail']) + ')' if stop.get('detail') else ''}; later records not counted")
     multi = len(result["stores"]) > 1
     tt = Table(title="Topics", title_justify="left")
     for c in (["store"] if multi else []) + ["topic", "queues", "messages", "bytes", "first stored", "last stored",
@@ -153,7 +154,7 @@ def _print_stats(result, show_queues):
         tt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right",
                       overflow="fold")   # names are data: wrap, never cut
     for r in result["topics"]:
-        tt.add_row(*([r["store"]] if multi else []), r["topic"], str(r["queues"]), f"{r['messages']:,}",
+        tt.add_row(*([e(r["store"])] if multi else []), e(r["topic"]), str(r["queues"]), f"{r['messages']:,}",
                    _size(r["bytes"]), _fmt_ts(r["first_store_timestamp"]), _fmt_ts(r["last_store_timestamp"]),
                    f"{r['avg_size']:.0f}" if r["avg_size"] is not None else "", str(r["max_size"] or ""),
                    f"~{r['distinct_keys']:,}")
@@ -166,7 +167,7 @@ def _print_stats(result, show_queues):
             qt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right",
                           overflow="fold")
         for r in qs:
-            qt.add_row(*([r["store"]] if multi else []), r["topic"], str(r["queue_id"]), f"{r['messages']:,}",
+            qt.add_row(*([e(r["store"])] if multi else []), e(r["topic"]), str(r["queue_id"]), f"{r['messages']:,}",
                        _size(r["bytes"]), "" if r["max_offset"] is None else str(r["max_offset"]),
                        str(r["peak_per_minute"]), _fmt_ts(r["first_store_timestamp"]),
                        _fmt_ts(r["last_store_timestamp"]))
@@ -176,7 +177,7 @@ def _print_stats(result, show_queues):
         for c in (["store"] if multi else []) + ["group", "topic", "queue", "consumer offset", "max offset", "lag"]:
             lt.add_column(c, justify="left" if c in ("store", "group", "topic") else "right", overflow="fold")
         for r in result["consumer_lag"]:
-            lt.add_row(*([r["store"]] if multi else []), r["group"], r["topic"], str(r["queue_id"]),
+            lt.add_row(*([e(r["store"])] if multi else []), e(r["group"]), e(r["topic"]), str(r["queue_id"]),
                        str(r["consumer_offset"]), "" if r["max_offset"] is None else str(r["max_offset"]),
                        "" if r["lag"] is None else f"{r['lag']:,}")
         con.print(lt)
