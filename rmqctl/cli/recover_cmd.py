@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from rmqctl.cli.options import require_store
 from rmqctl.errors import IOFailure, RmqError, UsageError
 from rmqctl.status import Exit
 
@@ -66,7 +67,7 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
     from rmqctl.store.layout import Store
     from rmqctl.store.lock import store_write_lock
 
-    root = Path(store_dir)
+    root = require_store(store_dir)
     store = Store.open(root, _config(root, conf))
     total = sum(f.size for f in store.commitlog.files)
     if dry_run:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from rmqctl.cli.options import json_option
+from rmqctl.cli.options import json_option, require_store
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
 
@@ -58,6 +58,9 @@ def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=Fa
     if not stores:
         raise UsageError("give at least one STORE directory")
     refs = parse_store_args(stores)
+    for r in refs:
+        if r.local is not None:
+            require_store(r.local)
     base = None
     if broker_config:
         from rmqctl.store.config import StoreConfig
@@ -67,6 +70,28 @@ def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=Fa
     spark = get_session(master, verbose=verbose)
     return Dataset.open(spark, refs, config=base, io=io, split_size=split_size, check_crc=not no_crc,
                         body=body)
+
+
+def _base_config(broker_config):
+    if not broker_config:
+        return None
+    from rmqctl.store.config import StoreConfig
+
+    return StoreConfig.from_file(broker_config)
+
+
+def _local_stores(stores):
+    """STORE arguments for the in-process engine: local paths only."""
+    from rmqctl.spark.plan import parse_store_args
+
+    if not stores:
+        raise UsageError("give at least one STORE directory")
+    refs = parse_store_args(stores)
+    for r in refs:
+        if r.local is None:
+            raise UsageError(f"{r.uri}: --engine local reads local paths only (use --engine spark)")
+        require_store(r.local)
+    return refs
 
 
 def _fmt_ts(ms):
@@ -96,9 +121,11 @@ def _size(n):
               help="Write messages per minute per topic as a self-contained chart: FILE.html or FILE.svg.")
 @click.option("--queues/--no-queues", "show_queues", default=None,
               help="Show the per-queue table [default: when there are at most 64 queues].")
+@click.option("--engine", type=click.Choice(["spark", "local"]), default="spark", show_default=True,
+              help="local: the same statistics computed in this process, without Spark (local paths only).")
 @click.pass_context
 def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, queues, keys, begin, end, tx_types,
-          as_json, chart, show_queues):
+          as_json, chart, show_queues, engine):
     """Per store, topic and queue: messages, bytes, first/last store time, size distribution, peak rate,
     distinct keys (HyperLogLog estimate), and consumer lag per group from config/consumerOffset.json.
 
@@ -116,12 +143,18 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
       rmqctl stats a=/mnt/a/store b=/mnt/b/store --master spark://10.0.0.5:7077 --json | jq .totals
     """
     from rmqctl.spark import stats as st
+    from rmqctl.spark.session import spark_extra_required
 
     if chart and not chart.endswith((".html", ".htm", ".svg")):
         raise UsageError("--chart FILE must end in .html or .svg")
-    flt = _filter(topics, queues, keys, begin, end, tx_types)
-    ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc)
-    result = st.compute(ds, flt or None)
+    with spark_extra_required("rmqctl stats"):
+        flt = _filter(topics, queues, keys, begin, end, tx_types)
+        if engine == "local":
+            result = st.compute_local(None, flt or None, config=_base_config(broker_config), check_crc=not no_crc,
+                                      names=_local_stores(stores))
+        else:
+            ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc)
+            result = st.compute(ds, flt or None)
     if chart:
         with open(chart, "w", encoding="utf-8") as f:
             f.write(st.chart_svg(result) if chart.endswith(".svg") else st.chart_html(result))
@@ -217,11 +250,15 @@ def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, 
       rmqctl export a=/data/a/store b=/data/b/store --format jsonl --out /tmp/all --no-body
       duckdb -c "select topic, count(*) from '/tmp/orders/*.parquet' group by 1"
     """
-    from rmqctl.spark.export import export as run_export
+    from rmqctl.spark.session import spark_extra_required
 
-    flt = _filter(topics, queues, keys, begin, end, tx_types)
-    ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=body)
-    res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by), files=files)
+    with spark_extra_required("rmqctl export"):
+        from rmqctl.spark.export import export as run_export
+
+        flt = _filter(topics, queues, keys, begin, end, tx_types)
+        ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=body)
+        res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
+                         files=files)
     if as_json:
         sys.stdout.write(json.dumps({k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])})
                          + "\n")
