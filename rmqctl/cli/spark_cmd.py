@@ -185,7 +185,7 @@ def _print_stats(result, show_queues):
     for c in (["store"] if multi else []) + ["topic", "queues", "messages", "bytes", "first stored", "last stored",
                                              "avg size", "max size", "distinct keys"]:
         tt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right",
-                      overflow="fold")   # names are data: wrap, never cut
+                      overflow="fold", no_wrap=c in ("first stored", "last stored"))   # names: wrap, never cut
     for r in result["topics"]:
         tt.add_row(*([e(r["store"])] if multi else []), e(r["topic"]), str(r["queues"]), f"{r['messages']:,}",
                    _size(r["bytes"]), _fmt_ts(r["first_store_timestamp"]), _fmt_ts(r["last_store_timestamp"]),
@@ -198,7 +198,7 @@ def _print_stats(result, show_queues):
         for c in (["store"] if multi else []) + ["topic", "queue", "messages", "bytes", "max offset",
                                                  "peak/min", "first stored", "last stored"]:
             qt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right",
-                          overflow="fold")
+                          overflow="fold", no_wrap=c in ("first stored", "last stored"))
         for r in qs:
             qt.add_row(*([e(r["store"])] if multi else []), e(r["topic"]), str(r["queue_id"]), f"{r['messages']:,}",
                        _size(r["bytes"]), "" if r["max_offset"] is None else str(r["max_offset"]),
