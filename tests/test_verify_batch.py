@@ -449,12 +449,12 @@ def reference_check_queue(root: Path, topic: str, qid: int, cq_file_size: int, t
         p, pos, q, phys = ahead_first
         findings.append(Finding(ERROR, "cq.ahead", p, pos, f"physical offset < {cl_end} (commitlog end)",
                                 phys, f"{ahead_n} unit(s) from queue offset {q} point past the end of the "
-                                f"commitlog (CQ ahead, F09): consumers would read messages that do not exist"))
+                                f"commitlog (CQ ahead): consumers would read messages that do not exist"))
     if gap_first:
         p, pos, q, phys, g0, g1 = gap_first
         findings.append(Finding(ERROR, "cq.points_into_gap", p, pos, "a unit pointing at an existing commitlog file",
                                 f"physical offset {phys} in the missing range [{g0}, {g1})",
-                                f"queue offset {q} and following units reference a missing commitlog file (F08)"))
+                                f"queue offset {q} and following units reference a missing commitlog file"))
     if orphan_first:
         p, pos, q, phys = orphan_first
         findings.append(Finding(ERROR, "cq.orphan_unit", p, pos, f"a record of {topic}:{qid} at queue offset {q}",
@@ -471,7 +471,7 @@ def reference_check_queue(root: Path, topic: str, qid: int, cq_file_size: int, t
                 f"unit for commitlog offset {phys} (queue offset {q})",
                 f"queue ends at offset {res.valid_end}" if behind else "no valid unit",
                 f"{track.missing} message(s) in the commitlog are not in this consume queue"
-                + (" (undispatched tail, F10): the broker re-dispatches them only in abnormal recovery"
+                + (" (undispatched tail): the broker re-dispatches them only in abnormal recovery"
                    if behind else "")))
         if track.first_mismatch:
             q, exp, act = track.first_mismatch
@@ -479,7 +479,7 @@ def reference_check_queue(root: Path, topic: str, qid: int, cq_file_size: int, t
             findings.append(Finding(
                 ERROR, "cq.unit_mismatch", p, pos, f"(phys {exp[0]}, size {exp[1]}, tags {exp[2]})",
                 f"(phys {act[0]}, size {act[1]}, tags {act[2]})",
-                f"{track.mismatches} unit(s) disagree with the commitlog record at their queue offset (F11)"))
+                f"{track.mismatches} unit(s) disagree with the commitlog record at their queue offset"))
         if track.first_gap:
             phys, want, got = track.first_gap
             findings.append(Finding(

@@ -916,7 +916,7 @@ def _classify_end(ctx: ScanContext, res: FileResult, fd: int, stop: scan.Stop, l
     if kind == scan.BAD_PHYSICAL_OFFSET:
         f.append(Finding(ERROR, "commitlog.stale_record", path, stop.offset, expected, actual,
                          "valid-looking record after the logical end with a wrong PHYSICALOFFSET "
-                         "(stale bytes left by a truncation, faults R17); the broker before 5.3.3 would "
+                         "(stale bytes left by a truncation); the broker before 5.3.3 would "
                          "recover it as a message"))
         return None
     if ctx.lock_held:
@@ -946,7 +946,7 @@ def _after_end(ctx: ScanContext, res: FileResult, fd: int, nz: int, limit: int) 
             res.findings.append(Finding(
                 ERROR, "commitlog.stale_record", path, start + cand, start + cand, rec.physical_offset,
                 "valid-looking record after the logical end with a wrong PHYSICALOFFSET (stale bytes left by a "
-                "truncation, faults R17)"))
+                "truncation)"))
             return None
     if ctx.lock_held:
         return None

@@ -21,16 +21,16 @@ def check_config_file(target, findings: list):
     off = main.error.offset if main.error is not None and main.error.offset is not None else 0
     if loaded.verdict == cf.FAIL:
         findings.append(Finding(ERROR, "config.load", mpath, off, "a file the broker can load", loaded.verdict,
-                                loaded.problem() + " (F16)"))
+                                loaded.problem()))
         return None
     if loaded.verdict == cf.EMPTY and target.kind.tables and main.status != "missing":
         findings.append(Finding(ERROR, "config.load", mpath, off, "a file the broker can load",
-                                f"broker would {loaded.verdict}", loaded.problem() + " (F16, R1-R4)"))
+                                f"broker would {loaded.verdict}", loaded.problem()))
         return None
     if loaded.used == ".bak":
         findings.append(Finding(ERROR, "config.main_unusable", mpath, off, "valid JSON", main.describe(),
                                 f"the broker will load {bak.path.name} instead (the previous version; changes since "
-                                f"its last persist are lost) (F15, R2-R4)"))
+                                f"its last persist are lost)"))
     if main.usable and bak.status not in ("missing", "ok") and bak.size:
         findings.append(Finding(WARNING, "config.bak_unusable", str(bak.path), 0, "valid JSON", bak.describe(),
                                 "the backup copy is damaged: a later torn write of the main file would be fatal"))
@@ -93,7 +93,7 @@ def _check_offsets(path, doc, topics, groups, queue_range, findings):
             if r.offset > hi:
                 findings.append(Finding(ERROR, "config.offset_range", str(path), None, f"<= {hi} (queue max)",
                                         r.offset, f"{r.topic}@{r.group} queue {r.queue}: committed offset beyond the "
-                                        f"queue's max offset (F17): the broker resets it"))
+                                        f"queue's max offset: the broker resets it"))
             elif r.offset < lo:
                 findings.append(Finding(INFO, "config.offset_range", str(path), None, f">= {lo} (queue min)",
                                         r.offset, f"{r.topic}@{r.group} queue {r.queue}: below the queue's min "
@@ -103,7 +103,7 @@ def _check_offsets(path, doc, topics, groups, queue_range, findings):
             missing_topics.add(r.topic)
             findings.append(Finding(WARNING, "config.topic_missing", str(path), None, "a topic in topics.json",
                                     r.topic, f"offsets of {r.topic}@{r.group} for a topic topics.json does not "
-                                    f"have (deleted topic? R26/R28)"))
+                                    f"have (deleted topic?)"))
         if groups is not None and r.group not in groups and r.group not in missing_groups \
                 and not r.group.startswith(SYSTEM_GROUP_PREFIXES):
             missing_groups.add(r.group)

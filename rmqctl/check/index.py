@@ -82,7 +82,7 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                 i = int(bad[0])
                 findings.append(Finding(ERROR, "index.chain_cycle", p, slots_end + 20 * (n + i),
                                         f"preIndexNo < {n + i}", int(a["pre"][i]),
-                                        "prevIndex points at the same or a newer item: the chain loops (F14, R13)"))
+                                        "prevIndex points at the same or a newer item: the chain loops"))
             okpre = (a["pre"] > 0) & (a["pre"] < nums)
             if okpre.any() and not bucket_reported:
                 pre = a["pre"][okpre]
@@ -144,7 +144,7 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                 findings.append(Finding(WARNING, "index.after_checkpoint", p, 8,
                                         f"<= {checkpoint.index_msg_timestamp} (checkpoint indexMsgTimestamp)",
                                         end_ts, "after an abnormal shutdown the broker DELETES this full "
-                                        "index file (IndexService.load, R13)"))
+                                        "index file (IndexService.load)"))
             if commitlog is not None and sample:
                 _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end, findings)
         return hdr

@@ -83,7 +83,7 @@ def _check_commitlog_files(store, report: Report, gaps: list) -> list:
     findings = report.findings
     for p, why in fq.strays:
         findings.append(Finding(WARNING, "commitlog.stray", str(p), None, None, None,
-                                f"{why}: the broker fails to start on a stray file in commitlog/ (R7, F07)"))
+                                f"{why}: the broker fails to start on a stray file in commitlog/"))
     walk = []
     prev = None
     for i, f in enumerate(fq.files):
@@ -94,7 +94,7 @@ def _check_commitlog_files(store, report: Report, gaps: list) -> list:
                 gaps.append((want, f.start))
                 findings.append(Finding(ERROR, "commitlog.file_gap", str(store.commitlog_dir / f"{want:020d}"), want,
                                         f"a file starting at {want}", f"next file starts at {f.start}",
-                                        f"missing commitlog file(s): bytes [{want}, {f.start}) are gone (F08, R30)"))
+                                        f"missing commitlog file(s): bytes [{want}, {f.start}) are gone"))
             elif f.start < want:
                 findings.append(Finding(ERROR, "commitlog.file_overlap", str(f.path), f.start, want, f.start,
                                         f"overlaps {prev.path.name}"))
@@ -103,9 +103,9 @@ def _check_commitlog_files(store, report: Report, gaps: list) -> list:
                                     f.start, "file name is not a multiple of the commitlog file size"))
         if f.size != fs:
             if f.size == 0 and last:
-                msg = "zero-length last file (created, never sized; R6): 4.9 refuses to start, 5.x deletes it"
+                msg = "zero-length last file (created, never sized): 4.9 refuses to start, 5.x deletes it"
             elif f.size == 0:
-                msg = "zero-length file in the middle (F06): the broker refuses to start"
+                msg = "zero-length file in the middle: the broker refuses to start"
             else:
                 msg = "file size differs from mappedFileSizeCommitLog: the broker refuses to start"
             findings.append(Finding(ERROR, "commitlog.file_size", str(f.path), f.start, fs, f.size, msg))
@@ -213,7 +213,7 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
                     findings.append(Finding(ERROR, "cq.behind", str(root / "consumequeue" / topic / str(qid)), 0,
                                             f"a consume queue with {t.count} message(s)", "no queue directory",
                                             f"{t.count} message(s) of {topic}:{qid} from commitlog offset "
-                                            f"{t.first_phys} were never dispatched (F10)"))
+                                            f"{t.first_phys} were never dispatched"))
         for topic, qid in store.queues("batchconsumequeue"):
             cqc.check_batch_queue(root, topic, qid, bcqf.DEFAULT_FILE_SIZE, cl_end, findings)
         if (root / "consumequeue_ext").is_dir():

@@ -39,7 +39,7 @@ def check_checkpoint(store, findings: list, cl_end: int | None, last_store_ts: i
         return None
     if ck.size != ckf.FILE_SIZE:
         findings.append(Finding(ERROR, "checkpoint.size", p, 0, ckf.FILE_SIZE, ck.size,
-                                "short or zero checkpoint (F13): the broker maps 4096 bytes, missing ones read as 0"))
+                                "short or zero checkpoint: the broker maps 4096 bytes, missing ones read as 0"))
     now = int(time.time() * 1000)
     fields = [("physicMsgTimestamp", 0, ck.physic_msg_timestamp), ("logicsMsgTimestamp", 8, ck.logics_msg_timestamp),
               ("indexMsgTimestamp", 16, ck.index_msg_timestamp)]
@@ -47,7 +47,7 @@ def check_checkpoint(store, findings: list, cl_end: int | None, last_store_ts: i
         why = _ts_problem(v, now)
         if why:
             findings.append(Finding(ERROR, "checkpoint.timestamp", p, off, "0 or a plausible ms timestamp", v,
-                                    f"{name} is {why} (garbage checkpoint, F12/F13): recovery start is unpredictable"))
+                                    f"{name} is {why} (garbage checkpoint): recovery start is unpredictable"))
         elif v and last_store_ts and v > last_store_ts + FUTURE_SLACK_MS:
             findings.append(Finding(WARNING, "checkpoint.timestamp", p, off, f"<= {last_store_ts}", v,
                                     f"{name} is later than the last message's store time"))
@@ -89,7 +89,7 @@ def predict_recovery(store, findings: list, files: list, ck, cq_max_phys: int) -
         msg = (f"abort file present: the next start runs ABNORMAL recovery from {f.path.name} "
                f"({n - start} of {n} file(s), {_size(scan_bytes)} re-read with CRC and re-dispatched)")
         if start == 0 and n > 3:
-            msg += "; the checkpoint does not let it skip any file (R19: slow start)"
+            msg += "; the checkpoint does not let it skip any file (slow start)"
         findings.append(Finding(WARNING, "abort.present", str(store.abort_path), None, "no abort file (clean shutdown)",
                                 "abort present", msg))
         return {"recovery": "abnormal", "start_file": f.path.name, "files_scanned": n - start}
@@ -116,7 +116,7 @@ def check_lock(store, findings: list) -> bool:
     if state == "held":
         findings.append(Finding(WARNING, "lock.held", str(store.root / "lock"), 0, "lock free", "held",
                                 "a live process (a running broker?) holds the store lock: results describe a store "
-                                "that is being written; verify stayed read-only (F18)"))
+                                "that is being written; verify stayed read-only"))
         return True
     return False
 
@@ -155,10 +155,10 @@ def check_timer(store, findings: list, timer_cq_max: int | None) -> None:
     last_read, flush_pos, queue_off, master_off = struct.unpack_from(">4q", raw, 0)
     if flush_pos < 0 or (log_end and flush_pos > log_end):
         findings.append(Finding(ERROR, "timer.flush_pos", str(tc), 8, f"0..{log_end}", flush_pos,
-                                "lastTimerLogFlushPos beyond the timerlog (F23)"))
+                                "lastTimerLogFlushPos beyond the timerlog"))
     if timer_cq_max is not None and (queue_off < 0 or queue_off > timer_cq_max):
         findings.append(Finding(ERROR, "timer.queue_offset", str(tc), 16, f"0..{timer_cq_max}", queue_off,
-                                "lastTimerQueueOffset beyond the rmq_sys_wheel_timer consume queue (F23, R29)"))
+                                "lastTimerQueueOffset beyond the rmq_sys_wheel_timer consume queue"))
 
 
 def check_compaction(store, findings: list, queue_max) -> None:

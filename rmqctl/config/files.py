@@ -147,7 +147,7 @@ class Copy:
             if self.stale_tail:
                 end, n = self.stale_tail
                 return (f"{n} stale trailing byte(s) after a complete JSON value ending at offset {end} "
-                        f"(torn write, faults R1)")
+                        f"(torn write)")
             e = self.error
             return f"unparsable at offset {e.offset}: {e.message}" if e else "unparsable"
         return f"ok ({self.size} bytes)"

@@ -191,7 +191,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     while files and files[-1].size == 0:
         f = files.pop()
         plan.add(Action("delete_file", _rel(store, f.path), "zero-length last commitlog file (a segment created "
-                        "but never sized when the broker died, R6); 4.9 refuses to start on it", group="commitlog",
+                        "but never sized when the broker died); 4.9 refuses to start on it", group="commitlog",
                         payload=f.path))
     for f in files:
         if f.size != fsize:
@@ -199,7 +199,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
                                  "the broker refuses to start; not repaired automatically")
     for a, b in zip(files, files[1:]):
         if b.start != a.start + fsize:
-            plan.notes.append(f"commitlog gap [{a.start + fsize}, {b.start}): files are missing (R30); like the "
+            plan.notes.append(f"commitlog gap [{a.start + fsize}, {b.start}): files are missing; like the "
                               "broker, recovery goes on with the next file; messages in the gap are lost")
     if plan.problems:
         return ctx
@@ -300,7 +300,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
         if lnz > cut - cut_file.start:
             plan.add(Action("zero_range", _rel(store, cut_file.path),
                             f"bytes after the last valid record ({broker_stop['kind']} at {cut}); the broker leaves "
-                            "them on disk (stale data that may pass checks later, R17)",
+                            "them on disk (stale data that may pass checks later)",
                             offset=cut - cut_file.start, length=lnz - (cut - cut_file.start),
                             payload=(cut_file.path, cut - cut_file.start, lnz - (cut - cut_file.start))))
     later = [f for f in files if f.start > cut or (cut_file is None and f.start >= cut)]
@@ -459,7 +459,7 @@ class _DupInfo:
         plan.commitlog["dup_info"] = {"records_with": self.has, "records_without": self.missing,
                                       "malformed": self.bad, "first_without": self.first_missing}
         msg = (f"{self.has} record(s) carry DUP_INFO (from {self.first_has}): a duplication/controller-mode "
-               "store (R27). Recovery here follows the non-controller rules (confirmOffset = start of the last "
+               "store. Recovery here follows the non-controller rules (confirmOffset = start of the last "
                "valid record); no record is dropped for a missing or malformed DUP_INFO")
         if self.missing or self.bad:
             msg += (f" -- {self.missing} record(s) lack it (first at {self.first_missing}), {self.bad} malformed: a "
@@ -485,7 +485,7 @@ def _deleted_topics_note(store, states, plan) -> None:
     if gone:
         plan.notes.append(
             f"{len(gone)} topic(s) absent from {flt.source} get consume-queue units re-dispatched, as the broker's "
-            "own recovery would (deleted topics come back, R26): "
+            "own recovery would (deleted topics come back): "
             + ", ".join(f"{t} ({n} units)" for t, n in gone.items())
             + "; `rmqctl rebuild cq` leaves them out (unless --include-deleted-topics)")
 
@@ -550,7 +550,7 @@ def _timer_plan(store, states, ctx) -> None:
                                     "after the repair)",
          "last_timer_log_flush_pos": f"lastTimerLogFlushPos {vals[k]} -> {new[k]} (end of the timerlog data)"}[k]
         for k in changed)
-    plan.add(Action("write_bytes", "config/timercheck", what + " (TimerCheckpoint, R29)", offset=lo,
+    plan.add(Action("write_bytes", "config/timercheck", what + " (TimerCheckpoint)", offset=lo,
                     length=hi - lo, group="timer", payload=(path, lo, data[lo:hi])))
 
 
@@ -1103,7 +1103,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
         if skip.counts:
             unit = "consume-queue units" if what == "cq" else "records"
             plan.notes.append(
-                f"{len(skip.counts)} topic(s) absent from {skip.source} skipped (deleted topics, R26; "
+                f"{len(skip.counts)} topic(s) absent from {skip.source} skipped (deleted topics; "
                 "--include-deleted-topics keeps them): "
                 + ", ".join(f"{t} ({n} {unit})" for t, n in sorted(skip.counts.items())))
         if untouched:

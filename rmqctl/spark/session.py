@@ -59,6 +59,13 @@ def _temp_dir() -> str:
 
 
 def _remove_temp_dir() -> None:
+    # The session is stopped by now (or never finished starting: Ctrl-C): end our JVM first, so that
+    # it cannot write into the folder after it is gone.
+    proc = getattr(_state.pop("gateway", None), "proc", None)
+    if proc is not None and proc.poll() is None:
+        with contextlib.suppress(Exception):
+            proc.kill()
+            proc.wait(timeout=10)
     d = _state.pop("dir", None)
     for h in _state.pop("handles", []):
         with contextlib.suppress(OSError):
@@ -141,7 +148,7 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
         from pyspark.java_gateway import launch_gateway
 
         if SparkContext._gateway is None:
-            gateway = launch_gateway(c, popen_kwargs=popen_kwargs)
+            gateway = _state["gateway"] = launch_gateway(c, popen_kwargs=popen_kwargs)
             sc = SparkContext(conf=c, gateway=gateway)
         else:
             sc = SparkContext.getOrCreate(c)
