@@ -101,7 +101,9 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     verbose = (ctx.find_root().obj or {}).get("verbose", 0)
 
     def note(msg):
-        sys.stderr.write(f"rmqctl: {msg}\n")
+        from rmqctl.terminal import escape
+
+        sys.stderr.write(f"rmqctl: {escape(msg)}\n")
 
     found = 0
     with QueryEngine(store, note=note, version=int(broker_version)) as q:
