@@ -43,15 +43,20 @@ class StdoutClosed(Exception):
 
 
 class SafeStdout:
-    """sys.stdout for the console entry point: escapes any control character a renderer let through
-    (only \\n and \\t pass) and turns EPIPE into StdoutClosed."""
+    """sys.stdout for the console entry point: turns EPIPE into StdoutClosed and, on a terminal,
+    escapes any control character a renderer let through (only \\n and \\t pass). Piped output is
+    left exact (and fast): renderers escape their values, and JSON strings may hold C1 characters."""
 
     def __init__(self, inner):
         self._inner = inner
         self.closed_pipe = False
+        try:
+            self._guard = inner.isatty()
+        except (AttributeError, ValueError, OSError):
+            self._guard = False
 
     def write(self, s):
-        if _STRAY.search(s) is not None:
+        if self._guard and _STRAY.search(s) is not None:
             s = _STRAY.sub(_stray, s)
         try:
             return self._inner.write(s)

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import FIXTURES
 from faultlib import _props, _record
-from test_cli_matrix import RAW_CONTROL, RMQCTL, run_pty
+from test_cli_matrix import RAW_C0, RAW_CONTROL, RMQCTL, run_pty
 
 STORE = FIXTURES / "stores" / "basic-multifile-v5" / "store"
 FIRST = STORE / "commitlog" / "00000000000000000000"
@@ -123,7 +123,11 @@ def test_control_characters_are_escaped_in_text_and_exact_in_json(evil_store):
     # the record really carries the bytes (JSON keeps them exactly)
     assert msg["topic"] == TOPIC and msg["properties"]["KEYS"] == PROPS["KEYS"]
     assert msg["body"] == BODY.decode("utf-8", "backslashreplace")
-    assert not RAW_CONTROL.search(j.stdout.decode())
+    assert not RAW_C0.search(j.stdout.decode())
+    # on a terminal the same JSON carries no raw control either, and still parses to the same values
+    t = run_pty(["dump", f, "--json", "--body", "text"])
+    assert t.rc == 0 and not RAW_CONTROL.search(t.out.decode())
+    assert json.loads(t.out.splitlines()[0]) == msg
     for mode in ("pipe", "pty"):
         r = rmqctl("dump", f) if mode == "pipe" else run_pty(["dump", f])
         rc, out = (r.returncode, r.stdout) if mode == "pipe" else (r.rc, r.out)
