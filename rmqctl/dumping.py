@@ -53,14 +53,22 @@ def _tail(fd, valid_end: int, size: int) -> dict:
 
 
 def trailer_text(t: dict, path) -> str:
-    if t["trailing"] == "none":
-        return f"# {path}: {t['valid_bytes']} valid bytes, nothing after"
-    if t["trailing"] == "zeros":
-        return f"# {path}: {t['trailing_bytes']} zero bytes after the last record at offset {t['valid_bytes']}"
-    if t["trailing"] == "end_filler":     # consumequeue_ext: the next unit did not fit in this file
-        return f"# {path}: end-of-file filler (-1) at offset {t['valid_bytes']}, the next unit is in the next file"
-    return (f"# {path}: {t['invalid_to'] - t['invalid_from']} invalid bytes at offset {t['invalid_from']}"
-            f" (then zeros to {t['valid_bytes'] + t['trailing_bytes']})")
+    """One line accounting for the bytes after the records (every "trailing" value a dumper yields)."""
+    from rmqctl.terminal import escape
+
+    p, kind, valid, n = escape(path), t["trailing"], t["valid_bytes"], t.get("trailing_bytes", 0)
+    if kind == "none":
+        return f"# {p}: {valid} valid bytes, nothing after"
+    if kind == "zeros":
+        return f"# {p}: {n} zero bytes after the last record at offset {valid}"
+    if kind == "blank":
+        return f"# {p}: BLANK record (end of file) at offset {valid}, {n} bytes to the end of the file"
+    if kind == "end_filler":
+        return f"# {p}: end-of-file filler at offset {valid}, {n} bytes to the end of the file"
+    if "invalid_from" in t:
+        return (f"# {p}: {t['invalid_to'] - t['invalid_from']} invalid bytes at offset {t['invalid_from']}"
+                f" (then zeros to {valid + n})")
+    return f"# {p}: {n} bytes after offset {valid}, not all zero"
 
 
 # --- commitlog / compaction log -------------------------------------------------------------------------
@@ -328,6 +336,7 @@ def checkpoint_file(path, **_):
                             "detail": f"{len(data)} bytes, the broker reads 24", "field": "physic_msg_timestamp"}
     if t["trailing"] == "invalid":
         first = next(i for i, b in enumerate(rest) if b)
+        t["invalid_from"], t["invalid_to"] = 40 + first, 40 + len(rest.rstrip(b"\0"))
         t["problem"] = {"offset": 40 + first, "check": "garbage_after_fields",
                         "detail": "non-zero bytes after the last checkpoint field", "field": ""}
     yield t

@@ -8,6 +8,7 @@ import json
 
 from rmqctl.formats.commitlog import TRANSACTION_TYPE_NAMES
 from rmqctl.formats.properties import CRC32_PROPERTY
+from rmqctl.terminal import escape
 
 BODY_MODES = ("text", "hex", "base64", "none")
 
@@ -110,29 +111,29 @@ def fmt_time(ms: int) -> str:
 
 
 def message_text(r, body: str = "text", max_body: int = 200) -> str:
-    """Readable multi-line rendering of one message."""
+    """Readable multi-line rendering of one message (every value from the record is escaped)."""
     props = {k: v for k, v in r.properties.items()}
     tx = TRANSACTION_TYPE_NAMES[r.sys_flag & 0xC]
     lines = [
-        f"@{r.offset}  {r.topic}  queue {r.queue_id}  offset {r.queue_offset}  size {r.total_size}"
+        f"@{r.offset}  {escape(r.topic)}  queue {r.queue_id}  offset {r.queue_offset}  size {r.total_size}"
         f"  {'V2 ' if r.version == 2 else ''}sysflag 0x{r.sys_flag:x}{'' if tx == 'NOT' else ' ' + tx}",
-        f"  stored {fmt_time(r.store_timestamp)} by {r.store_host}   born {fmt_time(r.born_timestamp)}"
-        f" at {r.born_host}",
+        f"  stored {fmt_time(r.store_timestamp)} by {escape(r.store_host)}   born {fmt_time(r.born_timestamp)}"
+        f" at {escape(r.born_host)}",
         f"  msgId {offset_msg_id(r.store_host_raw, r.store_port, r.physical_offset)}"
         f"  bodyCRC {r.body_crc}{'' if r.crc_ok in (True, None) else ' (BAD)'}"
         + ("" if r.reconsume_times == 0 else f"  reconsume {r.reconsume_times}")
         + ("" if r.prepared_transaction_offset == 0 else f"  preparedTxOffset {r.prepared_transaction_offset}"),
     ]
     if props:
-        shown = ", ".join(f"{k}={v}" for k, v in props.items() if k != CRC32_PROPERTY)
+        shown = ", ".join(f"{escape(k)}={escape(v)}" for k, v in props.items() if k != CRC32_PROPERTY)
         if CRC32_PROPERTY in props:
-            shown += f", {CRC32_PROPERTY}={props[CRC32_PROPERTY]}" + (" (BAD)" if r.prop_crc is False else "")
+            shown += f", {CRC32_PROPERTY}={escape(props[CRC32_PROPERTY])}" + (" (BAD)" if r.prop_crc is False else "")
         lines.append(f"  properties {shown}")
     if body != "none":
         v = body_value(r.body, body)
         if body == "text" and len(v) > max_body:
             v = v[:max_body] + f"... ({r.body_length} bytes)"
-        lines.append(f"  body[{r.body_length}] {v}")
+        lines.append(f"  body[{r.body_length}] {escape(v)}")
     return "\n".join(lines)
 
 

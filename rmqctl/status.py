@@ -11,7 +11,10 @@ class Exit(IntFlag):
     USAGE = 2         # bad command line
     PROBLEMS = 4      # problems found and left (verify findings, corrupt input, could not repair)
     FAILED = 8        # could not run: I/O, permission, store locked by a running broker, internal error
-    INTERRUPTED = 130  # Ctrl-C / SIGINT
+
+
+# Not a bit of Exit: 130 (128 + SIGINT) never combines with the codes above.
+INTERRUPTED = 130
 
 
 EXIT_CODES_DOC = """\b

@@ -12,7 +12,7 @@ import click
 from rmqctl import __version__
 from rmqctl.cli import mqadmin
 from rmqctl.errors import RmqError
-from rmqctl.status import EXIT_CODES_DOC, Exit
+from rmqctl.status import EXIT_CODES_DOC, INTERRUPTED, Exit
 
 # name -> (module, attribute, one-line help shown by `rmqctl --help` without importing the module)
 COMMANDS = {
@@ -79,59 +79,58 @@ def cli(ctx, verbose):
         os.environ["RMQCTL_DEBUG"] = "1"
 
 
-def _stdout_gone():
-    # Keep the interpreter from failing again when it flushes stdout at exit.
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
-
-
 def main(argv=None) -> None:
     """Console entry point: maps every outcome to the documented exit codes."""
+    from rmqctl.terminal import SafeStdout, StdoutClosed, stdout_to_devnull
+
+    real = sys.stdout
+    sys.stdout = SafeStdout(real)
     code = run(argv)
     try:
         sys.stdout.flush()  # flush here, not at interpreter exit, so a closed pipe maps to exit 0
+    except StdoutClosed:
+        code = Exit.OK
     except (BrokenPipeError, OSError):
-        _stdout_gone()
+        stdout_to_devnull(real)
     sys.exit(int(code))
 
 
 def run(argv=None) -> int:
+    from rmqctl.terminal import StdoutClosed, escape
+
     try:
         rv = cli.main(args=argv, prog_name="rmqctl", standalone_mode=False)
         if isinstance(rv, int):
             return rv
         return Exit.OK
+    except StdoutClosed:
+        return Exit.OK
     except click.exceptions.Exit as e:
         return e.exit_code
     except SystemExit as e:
-        # click turns EPIPE into sys.exit(1) after wrapping stdout; a closed pipe is not an error here
-        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
-            _stdout_gone()
-            return Exit.OK
         return e.code if isinstance(e.code, int) else Exit.FAILED
     except click.ClickException as e:
         e.show()
         return Exit.USAGE
     except (click.exceptions.Abort, KeyboardInterrupt):
         sys.stderr.write("rmqctl: interrupted\n")
-        return Exit.INTERRUPTED
+        return INTERRUPTED
     except BrokenPipeError:
         _stdout_gone()
         return Exit.OK
     except RmqError as e:
-        _flush_quietly()
-        sys.stderr.write(f"rmqctl: {e}\n")
+        if not _flush_quietly():
+            return Exit.OK
+        sys.stderr.write(f"rmqctl: {escape(e)}\n")
         return e.exit_code
     except OSError as e:
         if e.errno == errno.EPIPE:
             _stdout_gone()
             return Exit.OK
-        _flush_quietly()
+        if not _flush_quietly():
+            return Exit.OK
         where = f"{e.filename}: " if e.filename else ""
-        sys.stderr.write(f"rmqctl: {where}{e.strerror or e}\n")
+        sys.stderr.write(f"rmqctl: {escape(where)}{escape(e.strerror or e)}\n")
         return Exit.FAILED
     except MemoryError:
         sys.stderr.write("rmqctl: out of memory\n")
@@ -141,12 +140,25 @@ def run(argv=None) -> int:
             import traceback
 
             traceback.print_exc()
-        sys.stderr.write(f"rmqctl: internal error: {type(e).__name__}: {e}\n")
+        sys.stderr.write(f"rmqctl: internal error: {type(e).__name__}: {escape(e)}\n")
         return Exit.FAILED
 
 
-def _flush_quietly():
+def _stdout_gone():
+    from rmqctl.terminal import stdout_to_devnull
+
+    stdout_to_devnull(getattr(sys.stdout, "_inner", sys.stdout))
+
+
+def _flush_quietly() -> bool:
+    """Flush stdout before an error line; False when stdout turned out to be a closed pipe."""
+    from rmqctl.terminal import StdoutClosed
+
     try:
         sys.stdout.flush()
+    except StdoutClosed:
+        return False
     except (BrokenPipeError, OSError):
         _stdout_gone()
+        return False
+    return True

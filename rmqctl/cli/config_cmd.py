@@ -20,7 +20,7 @@ from rmqctl.config import edit as ed
 from rmqctl.config.files import EMPTY, FAIL, KINDS, LOAD_MAIN, Loaded, config_dir_of, load_config, locate
 from rmqctl.errors import ProblemsFound, RmqError, UsageError
 from rmqctl.status import Exit
-from rmqctl.terminal import stdout_is_tty, warn
+from rmqctl.terminal import escape, stdout_is_tty, warn
 
 # -- shared plumbing -----------------------------------------------------------------------------------
 
@@ -137,7 +137,7 @@ def _exit_for(ld: Loaded) -> int:
 
 
 def _table(headers: list[str], rows: list[list]) -> None:
-    rows = [["" if v is None else str(v) for v in r] for r in rows]
+    rows = [["" if v is None else escape(v) for v in r] for r in rows]
     if stdout_is_tty():
         from rich.table import Table
 
@@ -247,7 +247,7 @@ def show(target, name, as_json):
         raise ProblemsFound(ld.problem(), path=ld.target.path)
     if ld.kind.binary:
         for k, v in ld.doc.items():
-            click.echo(f"{k}: {v}")
+            click.echo(f"{escape(k)}: {escape(v)}")
     else:
         click.echo(fastjson.dumps(ld.doc, compact=ld.kind.compact))
     return _exit_for(ld)
@@ -275,7 +275,7 @@ def get(target, name, path, as_json):
     if as_json:
         _emit_json(fastjson.to_plain(v))
     elif isinstance(v, str):
-        click.echo(v)
+        click.echo(escape(v))
     else:
         click.echo(fastjson.dumps(v))
     return _exit_for(ld)

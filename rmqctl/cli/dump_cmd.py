@@ -11,10 +11,11 @@ from rmqctl.cli.options import body_option, build_store_config, json_option, sto
 from rmqctl.errors import FormatError, UsageError
 from rmqctl.render import jsonl, message_json, message_text
 from rmqctl.status import Exit
+from rmqctl.terminal import escape
 
 
 @click.command("dump")
-@click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True), required=False)
+@click.argument("paths", metavar="[PATH]...", nargs=-1, type=click.Path(exists=True, file_okay=True, dir_okay=True))
 @click.option("--kind", type=click.Choice(dumping.KIND_NAMES), help="File kind, when the path does not tell.")
 @json_option
 @body_option
@@ -28,15 +29,16 @@ from rmqctl.status import Exit
 @click.option("--no-crc", is_flag=True, help="commitlog: do not check body CRCs.")
 @click.option("--explain", is_flag=True, help="Print the byte layout of the file kind (from the schema) and exit.")
 @store_config_options
-def dump(path, kind, as_json, body, skip, count, offset, topic, queue, slots, no_crc, explain, broker_config,
+def dump(paths, kind, as_json, body, skip, count, offset, topic, queue, slots, no_crc, explain, broker_config,
          index_slots, index_items):
-    """Print a store file as readable lines, or as JSON Lines with --json.
+    """Print store files as readable lines, or as JSON Lines with --json.
 
-    PATH may be one file (its kind comes from its place in the store: commitlog/, consumequeue/T/Q/,
+    Each PATH may be one file (its kind comes from its place in the store: commitlog/, consumequeue/T/Q/,
     index/, checkpoint, config/*.json ...), a directory of files of one kind (commitlog/, a queue
     directory), or a whole store root, which is summarised. After the records, a trailer accounts
     for the rest of the file: "N zero bytes after the last record" (normal), or "N invalid bytes at
-    offset X" (damage: exit 4, with a one-line error naming file, offset and field).
+    offset X" (damage: exit 4, with a one-line error naming file, offset and field). With several
+    PATHs, a damaged file is reported and the next one is still dumped.
 
     JSON Lines: one object per record with "kind" first. Messages ("kind":"message"): physical_offset,
     size, magic (V1|V2), topic, queue_id, queue_offset, sys_flag, transaction_type
@@ -55,45 +57,66 @@ def dump(path, kind, as_json, body, skip, count, offset, topic, queue, slots, no
       rmqctl dump store/consumequeue/TopicTest/0 --json | jq .physical_offset
       rmqctl dump store/index/20240101120000000 --index-slots 5000000 --index-items 20000000
       rmqctl dump store            # summary of a whole store
+      rmqctl dump store/checkpoint store/abort store/config/topics.json
       rmqctl dump --explain --kind commitlog
     """
     if explain:
         from rmqctl.explain import explain_kind
 
-        if not kind and not path:
+        if not kind and not paths:
             raise UsageError("--explain needs --kind or a PATH")
-        sys.stdout.write(explain_kind(kind or dumping.detect_kind(Path(path))) + "\n")
+        sys.stdout.write(explain_kind(kind or dumping.detect_kind(Path(paths[0]))) + "\n")
         return Exit.OK
-    if path is None:
+    if not paths:
         raise UsageError("missing PATH (a store file, a directory of them, or a store root)")
-    path = Path(path)
     cfg = build_store_config(broker_config, index_slots, index_items)
     body = body or ("base64" if as_json else "text")
     emit = _Emitter(as_json, body)
+    problems, errors = [], []
+    for path in map(Path, paths):
+        try:
+            _dump_one(path, emit, problems, kind=kind, cfg=cfg, skip=skip, count=count, offset=offset, topic=topic,
+                      queue=queue, slots=slots, check_crc=not no_crc)
+        except FormatError as e:
+            if len(paths) == 1:
+                raise
+            errors.append(e)
+            _report(e)
+    if problems:
+        f, p = problems[0]
+        n = len(problems) - 1 + len(errors)
+        more = f" (and {n} more files)" if n else ""
+        raise FormatError(f"{p['check']}: {p['detail']}{more}", path=f, offset=p["offset"], field=p.get("field"))
+    if errors:
+        return Exit.PROBLEMS
+    return Exit.OK
+
+
+def _report(e) -> None:
+    """One damaged file among several: its error line now, the next file next."""
+    from rmqctl.terminal import escape
+
+    sys.stdout.flush()
+    sys.stderr.write(f"rmqctl: {escape(e)}\n")
+
+
+def _dump_one(path: Path, emit, problems: list, *, kind, cfg, **kw) -> None:
     if path.is_dir() and kind is None and _is_store_root(path):
         from rmqctl.store.layout import Store
         from rmqctl.summary import summarize
 
-        store = Store(path, cfg)
-        emit.summary(summarize(store))
-        return Exit.OK
+        emit.summary(summarize(Store(path, cfg)))
+        return
     files = _files_of(path) if path.is_dir() else [path]
     k = kind or dumping.detect_kind(files[0] if files else path / ("0" * 20))
     cfg = _with_store_inference(cfg, path)
-    problems = []
     for f in files:
-        for item in _records(f, k, cfg, skip=skip, count=count, offset=offset, topic=topic, queue=queue,
-                             slots=slots, check_crc=not no_crc):
+        for item in _records(f, k, cfg, **kw):
             emit.item(item)
             if isinstance(item, tuple):
                 item = item[1]
             if isinstance(item, dict) and item.get("problem"):
                 problems.append((item["file"], item["problem"]))
-    if problems:
-        f, p = problems[0]
-        more = f" (and {len(problems) - 1} more files)" if len(problems) > 1 else ""
-        raise FormatError(f"{p['check']}: {p['detail']}{more}", path=f, offset=p["offset"], field=p.get("field"))
-    return Exit.OK
 
 
 def _is_store_root(path: Path) -> bool:
@@ -160,7 +183,7 @@ class _Emitter:
         elif item.get("kind") == "trailer":
             self.out.write(dumping.trailer_text(item, item["file"]) + "\n")
             if item.get("note"):
-                self.out.write(f"# note: {item['note']}\n")
+                self.out.write(f"# note: {escape(item['note'])}\n")
         else:
             self.out.write(_line(item) + "\n")
 
@@ -178,8 +201,9 @@ def _line(d: dict) -> str:
     if kind == "config":
         import json
 
-        head = f"# {d['file']}: used {d['used'] or 'nothing'}; broker would {d['verdict']}; main {d['main']}; .bak {d['bak']}"
-        notes = "".join(f"\n# note: {n}" for n in d.get("notes", []))
+        head = (f"# {escape(d['file'])}: used {d['used'] or 'nothing'}; broker would {escape(d['verdict'])}; "
+                f"main {escape(d['main'])}; .bak {escape(d['bak'])}")
+        notes = "".join(f"\n# note: {escape(n)}" for n in d.get("notes", []))
         return head + notes + "\n" + json.dumps(d["content"], indent=2, ensure_ascii=False)
-    fields = " ".join(f"{k}={v}" for k, v in d.items() if k != "kind")
+    fields = " ".join(f"{k}={escape(v)}" for k, v in d.items() if k != "kind")
     return f"{kind} {fields}"

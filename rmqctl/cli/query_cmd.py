@@ -5,8 +5,8 @@ import sys
 
 import click
 
-from rmqctl.cli.options import (body_option, build_store_config, json_option, resolve_time, store_config_options,
-                                utc_option)
+from rmqctl.cli.options import (body_option, build_store_config, json_option, require_store, resolve_time,
+                                store_config_options, utc_option)
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
 
@@ -96,7 +96,7 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
         raise UsageError(f"--begin {b} is after --end {e}")
 
     cfg = build_store_config(broker_config, index_slots, index_items)
-    store = Store.open(store_dir, cfg)
+    store = Store.open(require_store(store_dir), cfg)
     body = body or ("base64" if as_json else "text")
     verbose = (ctx.find_root().obj or {}).get("verbose", 0)
     if topic is not None and not scan:
@@ -105,7 +105,9 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
         require_named(store, topic, queue)
 
     def note(msg):
-        sys.stderr.write(f"rmqctl: {msg}\n")
+        from rmqctl.terminal import escape
+
+        sys.stderr.write(f"rmqctl: {escape(msg)}\n")
 
     found = 0
     with QueryEngine(store, note=note, version=int(broker_version)) as q:

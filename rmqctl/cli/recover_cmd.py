@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from rmqctl.cli.options import require_store
 from rmqctl.errors import IOFailure, RmqError, UsageError
 from rmqctl.status import Exit
 
@@ -68,12 +69,8 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
     from rmqctl.store.layout import Store
     from rmqctl.store.lock import store_write_lock
 
-    root = Path(store_dir)
+    root = require_store(store_dir)   # before the lock: nothing may be created in a directory that is not a store
     config = _config(root, conf)
-    if not Store.open(root, config).looks_like_store():
-        # before the lock: nothing may be created in a directory that is not a store
-        raise UsageError("not a RocketMQ store: no commitlog/, consumequeue/, index/, config/ or checkpoint",
-                         path=root)
     if dry_run:
         store = Store.open(root, config)
         total = sum(f.size for f in store.commitlog.files)

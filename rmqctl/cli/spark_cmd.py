@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from rmqctl.cli.options import json_option, resolve_time, utc_option
+from rmqctl.cli.options import json_option, require_store, resolve_time, utc_option
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
 
@@ -62,6 +62,9 @@ def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=Fa
     if not stores:
         raise UsageError("give at least one STORE directory")
     refs = parse_store_args(stores)
+    for r in refs:
+        if r.local is not None:
+            require_store(r.local)
     base = None
     if broker_config:
         from rmqctl.store.config import StoreConfig
@@ -71,6 +74,28 @@ def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=Fa
     spark = get_session(master, verbose=verbose)
     return Dataset.open(spark, refs, config=base, io=io, split_size=split_size, check_crc=not no_crc,
                         body=body)
+
+
+def _base_config(broker_config):
+    if not broker_config:
+        return None
+    from rmqctl.store.config import StoreConfig
+
+    return StoreConfig.from_file(broker_config)
+
+
+def _local_stores(stores):
+    """STORE arguments for the in-process engine: local paths only."""
+    from rmqctl.spark.plan import parse_store_args
+
+    if not stores:
+        raise UsageError("give at least one STORE directory")
+    refs = parse_store_args(stores)
+    for r in refs:
+        if r.local is None:
+            raise UsageError(f"{r.uri}: --engine local reads local paths only (use --engine spark)")
+        require_store(r.local)
+    return refs
 
 
 def _fmt_ts(ms):
@@ -100,9 +125,11 @@ def _size(n):
               help="Write messages per minute per topic as a self-contained chart: FILE.html or FILE.svg.")
 @click.option("--queues/--no-queues", "show_queues", default=None,
               help="Show the per-queue table [default: when there are at most 64 queues].")
+@click.option("--engine", type=click.Choice(["spark", "local"]), default="spark", show_default=True,
+              help="local: the same statistics computed in this process, without Spark (local paths only).")
 @click.pass_context
 def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, queues, keys, begin, end, tx_types, utc,
-          as_json, chart, show_queues):
+          as_json, chart, show_queues, engine):
     """Per store, topic and queue: messages, bytes, first/last store time, size distribution, peak rate,
     distinct keys (HyperLogLog estimate), and consumer lag per group from config/consumerOffset.json.
 
@@ -120,12 +147,18 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
       rmqctl stats a=/mnt/a/store b=/mnt/b/store --master spark://10.0.0.5:7077 --json | jq .totals
     """
     from rmqctl.spark import stats as st
+    from rmqctl.spark.session import spark_extra_required
 
     if chart and not chart.endswith((".html", ".htm", ".svg")):
         raise UsageError("--chart FILE must end in .html or .svg")
-    flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
-    ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc)
-    result = st.compute(ds, flt or None)
+    with spark_extra_required("rmqctl stats"):
+        flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
+        if engine == "local":
+            result = st.compute_local(None, flt or None, config=_base_config(broker_config), check_crc=not no_crc,
+                                      names=_local_stores(stores))
+        else:
+            ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc)
+            result = st.compute(ds, flt or None)
     if chart:
         with open(chart, "w", encoding="utf-8") as f:
             f.write(st.chart_svg(result) if chart.endswith(".svg") else st.chart_html(result))
@@ -139,25 +172,26 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
 def _print_stats(result, show_queues):
     from rich.table import Table
 
-    from rmqctl.terminal import out
+    from rmqctl.terminal import escape, out
 
     con = out()
+    e = escape
     t = result["totals"]
-    con.print(f"stores: {', '.join(result['stores'])}   messages: {t['messages']:,}   bytes: {_size(t['bytes'])}"
+    con.print(f"stores: {e(', '.join(result['stores']))}   messages: {t['messages']:,}   bytes: {_size(t['bytes'])}"
               f"   topics: {t['topics']}   queues: {t['queues']}")
     for name, info in result["scan"]["stops"].items():
         stop = info.get("stop")
         if stop and stop["kind"] not in ("zeros", "end", "blank"):
-            con.print(f"{name}: commitlog ends at offset {stop['offset']}: {stop['kind']}"
-                      f"{' (' + stop['detail'] + ')' if stop.get('detail') else ''}; later records not counted")
+            con.print(f"{e(name)}: commitlog ends at offset {stop['offset']}: {stop['kind']}"
+                      f"{' (' + e(stop['detail']) + ')' if stop.get('detail') else ''}; later records not counted")
     multi = len(result["stores"]) > 1
     tt = Table(title="Topics", title_justify="left")
     for c in (["store"] if multi else []) + ["topic", "queues", "messages", "bytes", "first stored", "last stored",
                                              "avg size", "max size", "distinct keys"]:
         tt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right",
-                      overflow="fold")   # names are data: wrap, never cut
+                      overflow="fold", no_wrap=c in ("first stored", "last stored"))   # names: wrap, never cut
     for r in result["topics"]:
-        tt.add_row(*([r["store"]] if multi else []), r["topic"], str(r["queues"]), f"{r['messages']:,}",
+        tt.add_row(*([e(r["store"])] if multi else []), e(r["topic"]), str(r["queues"]), f"{r['messages']:,}",
                    _size(r["bytes"]), _fmt_ts(r["first_store_timestamp"]), _fmt_ts(r["last_store_timestamp"]),
                    f"{r['avg_size']:.0f}" if r["avg_size"] is not None else "", str(r["max_size"] or ""),
                    f"~{r['distinct_keys']:,}")
@@ -168,9 +202,9 @@ def _print_stats(result, show_queues):
         for c in (["store"] if multi else []) + ["topic", "queue", "messages", "bytes", "max offset",
                                                  "peak/min", "first stored", "last stored"]:
             qt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right",
-                          overflow="fold")
+                          overflow="fold", no_wrap=c in ("first stored", "last stored"))
         for r in qs:
-            qt.add_row(*([r["store"]] if multi else []), r["topic"], str(r["queue_id"]), f"{r['messages']:,}",
+            qt.add_row(*([e(r["store"])] if multi else []), e(r["topic"]), str(r["queue_id"]), f"{r['messages']:,}",
                        _size(r["bytes"]), "" if r["max_offset"] is None else str(r["max_offset"]),
                        str(r["peak_per_minute"]), _fmt_ts(r["first_store_timestamp"]),
                        _fmt_ts(r["last_store_timestamp"]))
@@ -180,7 +214,7 @@ def _print_stats(result, show_queues):
         for c in (["store"] if multi else []) + ["group", "topic", "queue", "consumer offset", "max offset", "lag"]:
             lt.add_column(c, justify="left" if c in ("store", "group", "topic") else "right", overflow="fold")
         for r in result["consumer_lag"]:
-            lt.add_row(*([r["store"]] if multi else []), r["group"], r["topic"], str(r["queue_id"]),
+            lt.add_row(*([e(r["store"])] if multi else []), e(r["group"]), e(r["topic"]), str(r["queue_id"]),
                        str(r["consumer_offset"]), "" if r["max_offset"] is None else str(r["max_offset"]),
                        "" if r["lag"] is None else f"{r['lag']:,}")
         con.print(lt)
@@ -220,11 +254,15 @@ def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, 
       rmqctl export a=/data/a/store b=/data/b/store --format jsonl --out /tmp/all --no-body
       duckdb -c "select topic, count(*) from '/tmp/orders/*.parquet' group by 1"
     """
-    from rmqctl.spark.export import export as run_export
+    from rmqctl.spark.session import spark_extra_required
 
-    flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
-    ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=body)
-    res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by), files=files)
+    with spark_extra_required("rmqctl export"):
+        from rmqctl.spark.export import export as run_export
+
+        flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
+        ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=body)
+        res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
+                         files=files)
     if as_json:
         sys.stdout.write(json.dumps({k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])})
                          + "\n")

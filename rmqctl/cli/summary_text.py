@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from rmqctl.render import fmt_time
-from rmqctl.terminal import out
+from rmqctl.terminal import escape, out
 
 
 def render_summary(s: dict) -> None:
     from rich.table import Table
 
-    c = out()
+    c = _Escaped(out())
     c.print(f"store {s['root']}")
     for u in s.get("unsupported", []):
         c.print(f"  UNSUPPORTED: {u}")
@@ -39,7 +39,7 @@ def render_summary(s: dict) -> None:
         for col in ("topic", "queue", "files", "min offset", "max offset"):
             t.add_column(col, justify="right" if col != "topic" else "left")
         for q in qs:
-            t.add_row(q["topic"], str(q["queue_id"]), str(q["files"]), str(q["min_offset"]), str(q["max_offset"]))
+            t.add_row(escape(q["topic"]), str(q["queue_id"]), str(q["files"]), str(q["min_offset"]), str(q["max_offset"]))
         c.print(t)
     for k in ("batchconsumequeue", "consumequeue_ext"):
         if s.get(k):
@@ -49,7 +49,17 @@ def render_summary(s: dict) -> None:
         for col in ("file", "main", ".bak", "broker would"):
             t.add_column(col)
         for f in s["config"]:
-            t.add_row(f["file"], f["main"], f["bak"], f["broker_would"])
+            t.add_row(*(escape(f[k]) for k in ("file", "main", "bak", "broker_would")))
         c.print(t)
     for k, v in s.get("other", {}).items():
         c.print(f"{k}: {v['files']} files, {v['bytes']} bytes")
+
+
+class _Escaped:
+    """The console with every printed string escaped (names in the summary are data)."""
+
+    def __init__(self, console):
+        self.console = console
+
+    def print(self, obj):
+        self.console.print(escape(obj) if isinstance(obj, str) else obj)

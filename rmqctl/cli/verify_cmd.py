@@ -59,6 +59,7 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
     from pathlib import Path
 
     from rmqctl.check.findings import Report, dumps, write_atomically
+    from rmqctl.terminal import escape
     from rmqctl.check.run import AREAS, verify_file, verify_store
     from rmqctl.errors import RmqError, UsageError
     from rmqctl.store.layout import Store, find_store_root
@@ -118,7 +119,7 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
         _print_summary(report, verbose)
     else:
         for line in report.text_lines(verbose=bool(verbose)):
-            click.echo(line)
+            click.echo(escape(line))
     if verbose:
         s = report.stats
         secs = s.get("seconds") or 0
@@ -132,14 +133,14 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
 
 
 def _print_summary(report, verbose: int) -> None:
-    from rmqctl.terminal import out, stdout_is_tty
+    from rmqctl.terminal import escape, out, stdout_is_tty
 
-    rows = [r for r in report.summary_rows() if verbose or r[1] != "info"]
+    rows = [tuple(escape(v) for v in r) for r in report.summary_rows() if verbose or r[1] != "info"]
     s = report.stats
     if stdout_is_tty():
         from rich.table import Table
 
-        t = Table(title=f"verify {report.store}: {'clean' if not report.problems else 'PROBLEMS'}")
+        t = Table(title=f"verify {escape(report.store)}: {'clean' if not report.problems else 'PROBLEMS'}")
         for col in ("check", "severity", "count", "first at"):
             t.add_column(col)
         for check, sev, n, where in rows:

@@ -9,7 +9,9 @@ logs at WARN. Nothing here is imported on the quick path (dump, query, config, -
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import shutil
 import sys
 import tempfile
 
@@ -31,6 +33,46 @@ logger.hadoop.level = error
 
 _state: dict = {}
 
+SPARK_EXTRA = ("pyspark", "pyarrow", "pandas", "py4j")
+INSTALL_HINT = "pip install 'rmqctl[spark]'"
+
+
+@contextlib.contextmanager
+def spark_extra_required(what: str):
+    """A missing pyspark/pyarrow becomes one usage line telling what to install, not a traceback."""
+    try:
+        yield
+    except ImportError as e:
+        name = (e.name or "").split(".")[0]
+        if name not in SPARK_EXTRA:
+            raise
+        raise UsageError(f"{what} needs the Spark extra ({name} is not installed): {INSTALL_HINT}") from None
+
+
+def _temp_dir() -> str:
+    """This process's rmqctl-spark-* folder (log4j config, JVM log, Spark scratch), removed at exit."""
+    d = _state.get("dir")
+    if d is None:
+        d = _state["dir"] = tempfile.mkdtemp(prefix="rmqctl-spark-")
+        atexit.register(_remove_temp_dir)   # registered first, so it runs after the session is stopped
+    return d
+
+
+def _remove_temp_dir() -> None:
+    # The session is stopped by now (or never finished starting: Ctrl-C): end our JVM first, so that
+    # it cannot write into the folder after it is gone.
+    proc = getattr(_state.pop("gateway", None), "proc", None)
+    if proc is not None and proc.poll() is None:
+        with contextlib.suppress(Exception):
+            proc.kill()
+            proc.wait(timeout=10)
+    d = _state.pop("dir", None)
+    for h in _state.pop("handles", []):
+        with contextlib.suppress(OSError):
+            h.close()
+    if d:
+        shutil.rmtree(d, ignore_errors=True)
+
 
 def master_url(master: str | None = None) -> str:
     """--master wins, then SPARK_MASTER, then embedded local[*]."""
@@ -41,7 +83,7 @@ def master_url(master: str | None = None) -> str:
 
 
 def _log4j_file(level: str) -> str:
-    d = _state.setdefault("dir", tempfile.mkdtemp(prefix="rmqctl-spark-"))
+    d = _temp_dir()
     path = os.path.join(d, f"log4j2-{level}.properties")
     with open(path, "w") as f:
         f.write(_LOG4J.format(level=level))
@@ -51,10 +93,11 @@ def _log4j_file(level: str) -> str:
 def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = "rmqctl",
                 shuffle_partitions: int | None = None, conf: dict | None = None):
     """A SparkSession (reused within the process). Returns the session; log_path() names the JVM log."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
-
     import warnings
+
+    with spark_extra_required("the Spark engine"):
+        from pyspark import SparkConf, SparkContext
+        from pyspark.sql import SparkSession
 
     # pyspark's pandas version check warns on pandas 3 at every Arrow use; the paths rmqctl takes
     # (mapInArrow, toArrow) do not go through pandas -- not the operator's concern.
@@ -63,6 +106,10 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
     if active is not None:
         return active
     url = master_url(master)
+    # pyspark 4 starts its workers with PYSPARK_PYTHON (spark.pyspark.python is not enough): the
+    # interpreter running rmqctl, also when the console script is run without its venv on PATH.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     level = "warn" if verbose else "error"
     log4j = _log4j_file(level)
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
@@ -81,6 +128,7 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
         "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
     if url.startswith("local"):
+        settings["spark.local.dir"] = _temp_dir()   # Spark's scratch goes with our folder at exit
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
     elif url.startswith("spark://127.0.0.1") or url.startswith("spark://localhost"):
@@ -93,22 +141,34 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
     if not verbose:
         log_path = os.path.join(_state["dir"], "spark.log")
         _state["log"] = log_path
-        popen_kwargs = {"stderr": open(log_path, "ab"), "stdout": open(log_path, "ab")}
+        handles = [open(log_path, "ab"), open(log_path, "ab")]
+        _state.setdefault("handles", []).extend(handles)
+        popen_kwargs = {"stderr": handles[0], "stdout": handles[1]}
     try:
         from pyspark.java_gateway import launch_gateway
 
         if SparkContext._gateway is None:
-            gateway = launch_gateway(c, popen_kwargs=popen_kwargs)
+            gateway = _state["gateway"] = launch_gateway(c, popen_kwargs=popen_kwargs)
             sc = SparkContext(conf=c, gateway=gateway)
         else:
             sc = SparkContext.getOrCreate(c)
-    except Exception as e:  # noqa: BLE001 - the JVM did not start: one line, see the log
+    except Exception as e:  # noqa: BLE001 - the JVM did not start: one line, with the log's last line
+        # (the log's folder is removed at exit)
         raise IOFailure(f"could not start Spark ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
-                        + (f"; JVM log: {_state['log']}" if _state.get("log") else "")) from e
+                        + (f"; JVM log says: {_last_line(_state['log'])}" if _state.get("log") else "")) from e
     sc.setLogLevel(level.upper())
     spark = SparkSession(sc)
     atexit.register(_stop_quietly, spark)
     return spark
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            lines = [ln for ln in f.read()[-4096:].decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1].strip() if lines else "(empty)"
 
 
 def log_path() -> str | None:
