@@ -170,3 +170,22 @@ def test_refused_while_locked(cli, master, tmp_path):
 def test_usage(cli, master, tmp_path):
     code, _, err = cli("reclaim", master["store"], "--delete", "--move-to", str(tmp_path))
     assert code == 2 and err.startswith("rmqctl: ")
+
+
+@pytest.mark.parametrize("version", ["v5", "v4"])
+def test_same_files_as_the_brokers_expiry(cli, master, tmp_path, version):
+    """No consumer offsets, every file past fileReservedTime: rmqctl reclaims exactly the files the broker's
+    own clean services delete (one pass of CleanCommitLogService + CleanConsumeQueueService)."""
+    s = _copy(master, tmp_path / "ours")
+    theirs = _copy(master, tmp_path / "theirs")
+    r = oracle(version, "expire", "--store", theirs, "--conf", master["conf"], "--hours", "72")
+    assert r["load_ok"]
+    left_by_broker = set(r["files"])
+    code, p, _ = _plan(cli, s, "--move-to", tmp_path / "spare")
+    assert code == 1
+    gone = {f["path"] for f in p["files"]}
+    assert any(f.startswith("commitlog/") for f in gone)        # the broker really expired something
+    left_by_us = {os.path.relpath(os.path.join(d, n), s) for sub in ("commitlog", "consumequeue", "index")
+                  for d, _, ns in os.walk(s / sub) for n in ns}
+    assert left_by_us == left_by_broker
+    assert r["min_offset"] == p["min_offset_after"]

@@ -146,6 +146,11 @@ public final class Main {
                 emit(Bench.recover(c, need(o, "store"), o.containsKey("abnormal"), o.get("conf")));
                 return 0;
             }
+            case "expire": {
+                Map<String, String> o = opts(args, 1);
+                emit(Expire.run(c, need(o, "store"), o.get("conf"), Integer.parseInt(o.getOrDefault("hours", "72"))));
+                return 0;
+            }
             case "hold-lock": {
                 Map<String, String> o = opts(args, 1);
                 return HoldLock.run(need(o, "store"));
