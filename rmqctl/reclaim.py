@@ -226,10 +226,15 @@ def check_target(root: Path, dest: Path, p: Plan) -> list[str]:
             problems.append(f"--move-to is inside the store's {sub}/: the broker would refuse the foreign files")
     if rdest == rroot:
         problems.append("--move-to is the store itself")
+    from rmqctl.repair.journal_ops import sha256_file
+
     for f in p.files:
-        if (dest / f.rel(root)).exists():
-            problems.append(f"{dest / f.rel(root)} already exists")
-            break
+        d = dest / f.rel(root)
+        if d.exists():
+            # the same bytes: a copy an interrupted run left (it was rolled back); it is overwritten
+            if not d.is_file() or d.stat().st_size != f.size or sha256_file(d) != sha256_file(f.path):
+                problems.append(f"{d} already exists")
+                break
     return problems
 
 
@@ -246,6 +251,8 @@ def apply(p: Plan, j, *, move_to: Path | None, progress=None) -> None:
             dst = move_to / f.rel(p.root)
             dst.parent.mkdir(parents=True, exist_ok=True)
             if _same_fs(f.path, dst.parent):      # a hard link: nothing copied (and nothing freed)
+                if os.path.lexists(dst):           # identical leftover (check_target), replaced
+                    os.unlink(dst)
                 os.link(f.path, dst, follow_symlinks=False)
                 J.fsync_dir(dst.parent)
                 sha = JO.sha256_file(dst)

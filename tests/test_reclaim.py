@@ -189,3 +189,24 @@ def test_same_files_as_the_brokers_expiry(cli, master, tmp_path, version):
                   for d, _, ns in os.walk(s / sub) for n in ns}
     assert left_by_us == left_by_broker
     assert r["min_offset"] == p["min_offset_after"]
+
+
+@pytest.mark.parametrize("kill_after", [1, 3])
+def test_killed_run_then_rerun_converges(master, tmp_path, kill_after):
+    from conftest import run_cli
+
+    offsets = _offsets_past(master, 2)
+    s, ref = _copy(master, tmp_path / "a", offsets), _copy(master, tmp_path / "b", offsets)
+    r = run_cli("reclaim", s, "--move-to", tmp_path / "spare", env={"RMQCTL_TEST_KILL_AFTER": str(kill_after)})
+    assert r.returncode == 137                                   # really killed part-way
+    assert len(list((s / "commitlog").iterdir())) < len(list((ref / "commitlog").iterdir()))
+    r = run_cli("reclaim", "--json", s, "--move-to", tmp_path / "spare")
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["rolled_back_first"].endswith("-reclaim")   # the killed run was undone first
+    r2 = run_cli("reclaim", ref, "--move-to", tmp_path / "spare2")
+    assert r2.returncode == 1
+    assert _hashes(s) .keys() == _hashes(ref).keys()
+    assert {k: v for k, v in _hashes(s).items() if not k.startswith("config")} == \
+           {k: v for k, v in _hashes(ref).items() if not k.startswith("config")}
+    view = read_store("v5", s, master["conf"])
+    assert view["load_ok"] and view["commitlog"]["min_offset"] == 2 * SIZE

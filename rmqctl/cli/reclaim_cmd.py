@@ -145,6 +145,8 @@ def reclaim(store_dir, move_to, delete, force, hours, ignore_reserved_time, conf
         finally:
             shutil.rmtree(j.dir / "staging", ignore_errors=True)
     extra = {"applied": True, "journal": str(j.dir)}
+    if j.rolled_back:
+        extra["rolled_back_first"] = ", ".join(j.rolled_back)
     if move_to is not None:
         extra.update({"moved_to": str(move_to), "undo": f"rmqctl undo {root} --op {j.name}"})
     else:
