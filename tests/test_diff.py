@@ -23,26 +23,27 @@ def _scenario(tmp, name, messages, append=False):
     return p
 
 
-def _write(tmp, store, name, messages, append=False):
-    return oracle("v5", "write", "--scenario", _scenario(tmp, name, messages, append), "--store", store)
+def _write(tmp, store, name, messages, append=False, version="v5"):
+    return oracle(version, "write", "--scenario", _scenario(tmp, name, messages, append), "--store", store)
 
 
-@pytest.fixture(scope="module")
-def replicas(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("replicas")
+@pytest.fixture(scope="module", params=["v5", "v4"])
+def replicas(tmp_path_factory, request):
+    v = request.param
+    tmp = tmp_path_factory.mktemp("replicas-" + v)
     a, b, c = tmp / "a" / "store", tmp / "b" / "store", tmp / "c" / "store"
     _write(tmp, a, "base", [{"repeat": 30, "topic": "T", "queue_id": "cycle:3", "keys": ["k-{i}"],
-                             "body_random": 120}])
+                             "body_random": 120}], version=v)
     shutil.copytree(a, b)       # the slave stopped here
     shutil.copytree(a, c)
     _write(tmp, a, "more", [{"repeat": 12, "topic": "T", "queue_id": "cycle:3", "keys": ["more-{i}"],
-                             "body_random": 120}], append=True)
+                             "body_random": 120}], append=True, version=v)
     _write(tmp, c, "other", [{"repeat": 5, "topic": "Other", "queue_id": 0, "keys": ["x-{i}"],
-                              "body_random": 60}], append=True)
+                              "body_random": 60}], append=True, version=v)
     conf = tmp / "conf.json"
     conf.write_text(json.dumps(CONF))
-    views = {k: read_store("v5", p, conf) for k, p in (("a", a), ("b", b), ("c", c))}
-    return {"a": a, "b": b, "c": c, "conf": conf, "views": views}
+    views = {k: read_store(v, p, conf) for k, p in (("a", a), ("b", b), ("c", c))}
+    return {"a": a, "b": b, "c": c, "conf": conf, "views": views, "version": v}
 
 
 def _json(cli, *args):
@@ -123,12 +124,26 @@ def test_slave_behind_zero_tail(cli, replicas, tmp_path):
     with open(seg, "r+b") as fh:
         fh.seek(cut["physical_offset"] - start)
         fh.write(bytes(size - (cut["physical_offset"] - start)))
-    vs = read_store("v5", slave, replicas["conf"])
+    vs = read_store(replicas["version"], slave, replicas["conf"])
     assert vs["commitlog"]["max_offset"] == cut["physical_offset"]        # the fault is what the broker sees
     code, d = _json(cli, replicas["a"], slave)
     assert code == 0 and d["verdict"] == "b_prefix"
     assert d["common_prefix_end"] == cut["physical_offset"]
     assert d["ahead"]["messages"] == len(va["messages"]) - len(vs["messages"])
+
+
+def test_older_files_gone_on_one_side(cli, replicas, tmp_path):
+    """A replica whose first commitlog file expired: compared over the common range, still identical."""
+    copy = tmp_path / "store"
+    shutil.copytree(replicas["a"], copy)
+    first = sorted((copy / "commitlog").iterdir())[0]
+    first.unlink()
+    vc = read_store(replicas["version"], copy, replicas["conf"])
+    assert vc["load_ok"] and vc["commitlog"]["min_offset"] == CONF["mappedFileSizeCommitLog"]
+    code, d = _json(cli, replicas["a"], copy)
+    assert code == 0 and d["verdict"] == "identical"
+    assert d["b"]["min_offset"] == vc["commitlog"]["min_offset"] and d["a"]["min_offset"] == 0
+    assert any("min offsets differ" in n for n in d["notes"])
 
 
 def test_usage(cli, tmp_path):
