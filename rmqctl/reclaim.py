@@ -67,7 +67,8 @@ class Plan:
     files: list = field(default_factory=list)          # FileItem, in deletion order
     blocked_by: dict = field(default_factory=dict)     # group -> first unconsumed physical offset
     stopped: str = ""                                  # why the commitlog run stopped
-    losses: dict = field(default_factory=dict)         # group -> [{topic, queue_id, committed, lost}]
+    losses: dict = field(default_factory=dict)         # group -> [{topic, queue_id, committed, lost, ...}]
+    min_if_forced: int = 0                             # the new min offset if every group were forced
     forced: list = field(default_factory=list)
     notes: list = field(default_factory=list)
 
@@ -85,7 +86,8 @@ class Plan:
                 "files": [{"kind": f.kind, "path": f.rel(self.root), "bytes": f.size, "reason": f.reason}
                           for f in self.files],
                 "commitlog_stopped_by": self.stopped, "blocking_groups": self.blocked_by,
-                "forced_groups": self.forced, "group_losses": self.losses, "notes": self.notes}
+                "forced_groups": self.forced, "group_losses": self.losses,
+                "min_offset_if_forced": self.min_if_forced, "notes": self.notes}
 
 
 def _index_end_phy(path: Path) -> int | None:
@@ -176,19 +178,21 @@ def plan(store: Store, *, reserved_hours: int = DEFAULT_RESERVED_HOURS, ignore_r
         p.stopped = "the broker never deletes the last commitlog file"
     p.min_after = new_min
 
-    # what each group loses: committed offset -> first unit at or above the new min offset
+    # what each group loses with this plan, and would lose if forced (every expired file reclaimed)
+    p.min_if_forced = cl_files[p.expired].start if p.expired else cl_files[0].start
     for (g, t, q), off in sorted(committed.items()):
         if (t, q) not in queues or g not in first_unconsumed:
             continue
         c = cq(t, q)
-        mx = c.max_offset()
-        lost = 0
-        for _, phys, _, _ in c.units(max(off, c.min_offset()), mx):
-            if phys >= new_min:
+        lost = if_forced = 0
+        for _, phys, _, _ in c.units(max(off, c.min_offset()), c.max_offset()):
+            if phys >= p.min_if_forced:
                 break
-            lost += 1
-        if lost:
-            p.losses.setdefault(g, []).append({"topic": t, "queue_id": q, "committed": off, "lost": lost})
+            if_forced += 1
+            lost += phys < new_min
+        if if_forced:
+            p.losses.setdefault(g, []).append({"topic": t, "queue_id": q, "committed": off, "lost": lost,
+                                               "lost_if_forced": if_forced})
     if new_min == p.min_before:
         return p
 

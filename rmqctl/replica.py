@@ -209,6 +209,12 @@ def _ha(verdict: str, d: Diff) -> str:
     if verdict in ("b_prefix", "a_prefix"):
         short, long_ = ("B", "A") if verdict == "b_prefix" else ("A", "B")
         off = d.b.max_offset if verdict == "b_prefix" else d.a.max_offset
+        master = d.a if verdict == "b_prefix" else d.b
+        if off == 0:
+            last = master.max_offset - master.max_offset % master.file_size if master.file_size else 0
+            return (f"promote {long_}; {short} is empty: as its slave it reports offset 0 and the master sends only "
+                    f"from the start of its last commitlog file ({last}), not the older files -- copy those first "
+                    f"if the slave must hold them")
         return (f"promote {long_}; {short} as its slave reports max offset {off} and the master sends from there "
                 f"(it catches up the {d.ahead['bytes']} bytes); {short} as master would lose them")
     return (f"the broker's HA does not compare contents: a slave reports its max offset, the master sends from "

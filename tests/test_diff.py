@@ -146,6 +146,17 @@ def test_older_files_gone_on_one_side(cli, replicas, tmp_path):
     assert any("min offsets differ" in n for n in d["notes"])
 
 
+def test_empty_slave(cli, replicas, tmp_path):
+    empty = tmp_path / "store"
+    (empty / "commitlog").mkdir(parents=True)
+    va = replicas["views"]["a"]
+    code, d = _json(cli, replicas["a"], empty)
+    assert code == 0 and d["verdict"] == "b_prefix" and d["common_prefix_end"] == 0
+    assert d["ahead"]["messages"] == len(va["messages"])
+    last = va["commitlog"]["max_offset"] - va["commitlog"]["max_offset"] % CONF["mappedFileSizeCommitLog"]
+    assert f"from the start of its last commitlog file ({last})" in d["ha"]
+
+
 def test_usage(cli, tmp_path):
     code, out, err = cli("diff", str(tmp_path / "nope"), str(tmp_path))
     assert code == 2 and err.startswith("rmqctl: ") and err.count("\n") == 1

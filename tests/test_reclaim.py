@@ -139,6 +139,10 @@ def test_force_unconsumed_counts_losses(cli, master, tmp_path):
     s = _copy(master, tmp_path, _offsets_past(master, 1))
     code, p, _ = _plan(cli, s)
     assert p["min_offset_after"] == SIZE
+    would = sum(r["lost_if_forced"] for r in p["group_losses"]["g1"])
+    assert sum(r["lost"] for r in p["group_losses"]["g1"]) == 0
+    code, out, _ = cli("reclaim", s)
+    assert f"group g1 would lose if forced (--force-unconsumed g1): {would} unconsumed message(s)" in out
     code, p, _ = _plan(cli, s, "--force-unconsumed", "g1")
     new_min = p["min_offset_after"]
     assert new_min > SIZE
@@ -146,7 +150,7 @@ def test_force_unconsumed_counts_losses(cli, master, tmp_path):
     want = sum(1 for q in (0, 1) for u in _units(master["view"], "T", q)
                if committed[q] <= u["queue_offset"] and u["physical_offset"] < new_min)
     assert want > 0
-    assert sum(r["lost"] for r in p["group_losses"]["g1"]) == want
+    assert sum(r["lost"] for r in p["group_losses"]["g1"]) == want == would
 
 
 def test_delete_is_loud_and_broker_loads(cli, master, tmp_path):

@@ -34,10 +34,12 @@ def _text(p, extra: dict) -> list[str]:
         out.append("blocked by: " + ", ".join(f"{g} (first unconsumed message at {o})"
                                               for g, o in sorted(p.blocked_by.items())))
     for g, rows in sorted(p.losses.items()):
-        n = sum(r["lost"] for r in rows)
-        verb = "loses" if g in p.forced else "would lose if forced"
-        out.append(f"group {g} {verb} {n} unconsumed message(s): " +
-                   ", ".join(f"{r['topic']} queue {r['queue_id']}: {r['lost']}" for r in rows))
+        key = "lost" if g in p.forced else "lost_if_forced"
+        verb = "loses" if g in p.forced else "would lose if forced (--force-unconsumed " + g + ")"
+        rows = [r for r in rows if r[key]]
+        if rows:
+            out.append(f"group {g} {verb}: {sum(r[key] for r in rows)} unconsumed message(s): " +
+                       ", ".join(f"{r['topic']} queue {r['queue_id']}: {r[key]}" for r in rows))
     for n in p.notes:
         out.append(f"note: {n}")
     out.append(f"new min offset: {p.min_after}; frees {p.bytes} bytes")
