@@ -120,6 +120,9 @@ def plan(store: Store, *, reserved_hours: int = DEFAULT_RESERVED_HOURS, ignore_r
     max_off = _max_offset(store)
     p = Plan(root, reserved_hours, store.commitlog.min_offset, store.commitlog.min_offset, max_off,
              forced=sorted(force_unconsumed))
+    if store.abort_exists:
+        p.notes.append("the store was not shut down cleanly (abort is present): its consume queues may lag the "
+                       "commitlog; run `rmqctl recover` first (applying is refused until then)")
     if len(cl_files) < 2:
         p.stopped = "the broker never deletes the last commitlog file"
         return p
@@ -262,12 +265,16 @@ def apply(p: Plan, j, *, move_to: Path | None, progress=None) -> None:
                 sha = JO.sha256_file(dst)
             else:
                 part = dst.with_name(dst.name + ".part")
-                JO._copy_range(f.path, 0, st.st_size, part)
-                OWN.like_file(part, st)
-                sha = JO.sha256_file(part)
-                if sha != JO.sha256_file(f.path):
-                    raise OSError(5, "the copy does not match the original", str(part))
-                os.replace(part, dst)
+                try:
+                    JO._copy_range(f.path, 0, st.st_size, part)
+                    OWN.like_file(part, st)
+                    sha = JO.sha256_file(part)
+                    if sha != JO.sha256_file(f.path):
+                        raise OSError(5, "the copy does not match the original", str(part))
+                    os.replace(part, dst)
+                except BaseException:
+                    J._unlink_quietly(part)     # a full spare disk leaves no half copy behind
+                    raise
                 J.fsync_dir(dst.parent)
             j.seq += 1
             j._append({"seq": j.seq, "kind": "delete_file", "path": j._rel(f.path), "saved": str(dst.resolve()),

@@ -162,6 +162,9 @@ def test_usage(cli, tmp_path):
     assert code == 2 and err.startswith("rmqctl: ") and err.count("\n") == 1
     code, _, _ = cli("diff", str(tmp_path))
     assert code == 2
+    (tmp_path / "x").mkdir()
+    code, _, err = cli("diff", str(tmp_path / "x"), str(tmp_path / "x"))
+    assert code == 2 and "not a RocketMQ store" in err
 
 
 def test_no_pyspark_import():

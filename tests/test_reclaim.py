@@ -171,6 +171,15 @@ def test_refused_while_locked(cli, master, tmp_path):
     assert _hashes(s) == before
 
 
+def test_refused_on_unclean_store(cli, master, tmp_path):
+    s = _copy(master, tmp_path, _offsets_past(master, 2))
+    (s / "abort").write_bytes(b"")
+    before = _hashes(s)
+    code, out, err = cli("reclaim", s, "--delete")
+    assert code == 4 and "rmqctl recover" in err and err.count("\n") == 1
+    assert _hashes(s) == before and not (s / "rmqctl-quarantine").exists()
+
+
 def test_usage(cli, master, tmp_path):
     code, _, err = cli("reclaim", master["store"], "--delete", "--move-to", str(tmp_path))
     assert code == 2 and err.startswith("rmqctl: ")

@@ -79,6 +79,13 @@ def diff(store_a, store_b, as_json, conf):
 
     from rmqctl.replica import diff as run_diff
 
+    from rmqctl.errors import UsageError
+    from rmqctl.store.layout import Store
+
+    for s in (store_a, store_b):
+        if not Store.open(Path(s)).looks_like_store():
+            raise UsageError("not a RocketMQ store: no commitlog/, consumequeue/, index/, config/ or checkpoint",
+                             path=s)
     d = run_diff(store_a, store_b, _config(Path(store_a), conf))
     if as_json:
         sys.stdout.write(json.dumps(d.to_json()) + "\n")

@@ -16,7 +16,8 @@ Exit status:
   0  the plan was printed (nothing changes without --move-to or --delete), or nothing to reclaim
   1  files were moved or deleted
   2  usage error
-  4  refused before any change (a file already in --move-to DIR, DIR inside the store)
+  4  refused before any change (a file already in --move-to DIR, DIR inside the store, a store not
+     shut down cleanly: run `rmqctl recover` first)
   8  could not run (store locked by a running broker, I/O error: every change rolled back)"""
 
 
@@ -126,6 +127,9 @@ def reclaim(store_dir, move_to, delete, force, hours, ignore_reserved_time, conf
         j = JO.open_journal(root, "reclaim")
         try:
             p = make_plan()
+            if p.files and Store.open(root, config).abort_exists:
+                raise ProblemsFound("the store was not shut down cleanly (abort is present): run `rmqctl recover` "
+                                    "first; nothing changed", path=root / "abort")
             if not p.files:
                 JO.committed(j)
                 _drop_if_empty(j)
