@@ -20,10 +20,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmqctl.errors import RmqError
 from rmqctl.store.commitlog import open_ro
 from rmqctl.store.layout import Store
 
 DEFAULT_RESERVED_HOURS = 72
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+DELAY_GROUP = "(scheduled messages, delayOffset.json)"
 _INDEX_HEADER = struct.Struct(">qqqqii")
 
 
@@ -104,9 +107,23 @@ def _committed(store: Store) -> dict:
     from rmqctl.config.files import load
 
     loaded = load(store.root, "consumerOffset")
-    if not isinstance(loaded.doc, dict):
-        return {}
-    return {(r.group, r.topic, r.queue): r.offset for r in OF.rows(loaded.doc)}
+    out = {}
+    if isinstance(loaded.doc, dict):
+        out = {(r.group, r.topic, r.queue): r.offset for r in OF.rows(loaded.doc)}
+    # scheduled (delay-level) messages not yet delivered are unconsumed too: ScheduleMessageService reads
+    # SCHEDULE_TOPIC_XXXX queue level-1 from delayOffset.json's offset for the level (0 when absent)
+    levels = {}
+    try:
+        d = load(store.root, "delayOffset").doc
+        t = d.get("offsetTable") if isinstance(d, dict) else None
+        for k, v in (t or {}).items():
+            levels[int(k)] = int(v)
+    except (ValueError, TypeError, RmqError):
+        pass
+    for t, q in store.queues():
+        if t == SCHEDULE_TOPIC:
+            out[(DELAY_GROUP, t, q)] = levels.get(q + 1, 0)
+    return out
 
 
 def plan(store: Store, *, reserved_hours: int = DEFAULT_RESERVED_HOURS, ignore_reserved_time: bool = False,
@@ -149,9 +166,11 @@ def plan(store: Store, *, reserved_hours: int = DEFAULT_RESERVED_HOURS, ignore_r
         for _, phys, _, _ in c.units(start, start + 1):
             if phys >= 0:
                 first_unconsumed[g] = min(first_unconsumed.get(g, phys), phys)
-    unknown = set(force_unconsumed) - {g for g, _, _ in committed}
+    unknown = set(force_unconsumed) - {g for g, _, _ in committed} - {"delayed"}
     if unknown:
         p.notes.append(f"no committed offsets for {', '.join(sorted(unknown))} in consumerOffset.json")
+    force_unconsumed = set(force_unconsumed) | ({DELAY_GROUP} if "delayed" in force_unconsumed else set())
+    p.forced = sorted(force_unconsumed - {"delayed"})
     guard = min((v for g, v in first_unconsumed.items() if g not in force_unconsumed), default=None)
 
     new_min = cl_files[0].start

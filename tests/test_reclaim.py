@@ -223,3 +223,33 @@ def test_killed_run_then_rerun_converges(master, tmp_path, kill_after):
            {k: v for k, v in _hashes(ref).items() if not k.startswith("config")}
     view = read_store("v5", s, master["conf"])
     assert view["load_ok"] and view["commitlog"]["min_offset"] == 2 * SIZE
+
+
+def test_undelivered_scheduled_messages_are_kept(cli, tmp_path_factory, tmp_path):
+    """Delay-level messages wait in SCHEDULE_TOPIC_XXXX until delivered (delayOffset.json): unconsumed too."""
+    tmp = tmp_path_factory.mktemp("delay")
+    scen = tmp / "s.json"
+    scen.write_text(json.dumps({"name": "delay", "store_config": CONF, "seed": 5, "put_interval_ms": 1,
+                                "messages": [{"repeat": 4, "topic": "D", "queue_id": 0, "delay_level": 3,
+                                              "body_random": 150},
+                                             {"repeat": 50, "topic": "T", "queue_id": "cycle:2",
+                                              "body_random": 150}]}))
+    src = tmp / "w" / "store"
+    oracle("v5", "write", "--scenario", scen, "--store", src)
+    conf = tmp / "conf.json"
+    conf.write_text(json.dumps(CONF))
+    view = read_store("v5", src, conf)
+    sched = [q for q in view["queues"] if q["topic"] == "SCHEDULE_TOPIC_XXXX"]
+    assert len(sched) == 1 and sched[0]["queue_id"] == 2 and sched[0]["max_offset"] == 4   # the fault is real
+    s = _copy({"store": src}, tmp_path / "a")
+    code, p, _ = _plan(cli, s)
+    assert p["min_offset_after"] == 0 and "(scheduled messages, delayOffset.json)" in p["blocking_groups"]
+    lost = sum(r["lost_if_forced"] for r in p["group_losses"]["(scheduled messages, delayOffset.json)"])
+    assert lost == 4
+    (s / "config").mkdir(exist_ok=True)
+    (s / "config" / "delayOffset.json").write_text(json.dumps({"offsetTable": {"3": 4}}))   # all delivered
+    code, p, _ = _plan(cli, s)
+    assert p["min_offset_after"] > 0 and not p["blocking_groups"]
+    (s / "config" / "delayOffset.json").unlink()
+    code, p2, _ = _plan(cli, s, "--force-unconsumed", "delayed")
+    assert p2["min_offset_after"] == p["min_offset_after"]

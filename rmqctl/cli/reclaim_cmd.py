@@ -22,6 +22,8 @@ Exit status:
 
 
 def _text(p, extra: dict) -> list[str]:
+    from rmqctl import reclaim as RC
+
     out = [f"{p.root}: commitlog [{p.min_before}, {p.max_offset}), fileReservedTime {p.reserved_hours} h"]
     for kind in ("commitlog", "consumequeue", "index"):
         fs = p.by_kind(kind)
@@ -36,7 +38,8 @@ def _text(p, extra: dict) -> list[str]:
                                               for g, o in sorted(p.blocked_by.items())))
     for g, rows in sorted(p.losses.items()):
         key = "lost" if g in p.forced else "lost_if_forced"
-        verb = "loses" if g in p.forced else "would lose if forced (--force-unconsumed " + g + ")"
+        flag = "delayed" if g == RC.DELAY_GROUP else g
+        verb = "loses" if g in p.forced else f"would lose if forced (--force-unconsumed {flag})"
         rows = [r for r in rows if r[key]]
         if rows:
             out.append(f"group {g} {verb}: {sum(r[key] for r in rows)} unconsumed message(s): " +
@@ -65,7 +68,7 @@ def _emit(p, as_json: bool, extra: dict) -> None:
 @click.option("--delete", is_flag=True, help="Apply: delete the files, WITHOUT a copy (undo cannot restore them).")
 @click.option("--force-unconsumed", "force", multiple=True, metavar="GROUP",
               help="Also reclaim files holding messages GROUP has not consumed (repeatable; the plan says how many "
-                   "it loses).")
+                   "it loses). `delayed`: scheduled messages not yet delivered (delayOffset.json).")
 @click.option("--file-reserved-time", "hours", type=click.IntRange(min=0),
               help="fileReservedTime in hours [default: from --config, else 72].")
 @click.option("--ignore-reserved-time", is_flag=True,
