@@ -143,6 +143,9 @@ def reclaim(store_dir, move_to, delete, force, hours, ignore_reserved_time, conf
                 problems = RC.check_target(root, move_to, p)
                 if problems:
                     raise ProblemsFound("; ".join(problems) + "; nothing changed", path=move_to)
+                if RC._same_fs(root, move_to):
+                    sys.stderr.write(f"rmqctl: {move_to}: on the same file system as the store: the files are "
+                                     "moved there but no space is freed until DIR is emptied\n")
             else:
                 sys.stderr.write(f"rmqctl: {root}: deleting {len(p.files)} file(s), {p.bytes} bytes, WITHOUT a "
                                  "copy: `rmqctl undo` cannot bring them back\n")
