@@ -167,12 +167,14 @@ def test_usage(cli, tmp_path):
     assert code == 2 and "not a RocketMQ store" in err
 
 
-def test_no_pyspark_import():
+@pytest.mark.parametrize("cmd", ["diff", "reclaim"])
+def test_no_pyspark_import(cmd):
     import subprocess
     import sys
 
-    code = ("import sys; from rmqctl.cli import run; run(['diff', '--help']); "
-            "import rmqctl.replica; assert 'pyspark' not in sys.modules")
+    code = ("import sys; from rmqctl.cli import run; run(['--help']); run([%r, '--help']); "
+            "assert 'numpy' not in sys.modules and 'pyspark' not in sys.modules, 'help'; "
+            "import rmqctl.replica, rmqctl.reclaim; assert 'pyspark' not in sys.modules" % cmd)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ))
     assert r.returncode == 0, r.stderr
