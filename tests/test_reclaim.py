@@ -159,6 +159,8 @@ def test_delete_is_loud_and_broker_loads(cli, master, tmp_path):
     code, p, err = _plan(cli, s, "--delete")
     assert code == 1 and p["deleted_without_copy"] is True
     assert "WITHOUT a copy" in err
+    code, out, _ = cli("undo", s, "--list")
+    assert code == 0 and "reclaim-deleted-no-copy" in out and "0 action(s)" in out
     view = read_store("v5", s, master["conf"])
     assert view["load_ok"] and view["commitlog"]["min_offset"] == 2 * SIZE
 

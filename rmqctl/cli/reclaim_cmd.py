@@ -127,7 +127,8 @@ def reclaim(store_dir, move_to, delete, force, hours, ignore_reserved_time, conf
 
     check_can_keep(root)
     with store_write_lock(root):
-        j = JO.open_journal(root, "reclaim")
+        # the op name says it where `rmqctl undo --list` shows it: a --delete run has nothing to restore
+        j = JO.open_journal(root, "reclaim" if move_to is not None else "reclaim-deleted-no-copy")
         try:
             p = make_plan()
             if p.files and Store.open(root, config).abort_exists:
