@@ -128,13 +128,13 @@ def _committed(store: Store) -> dict:
 
 def plan(store: Store, *, reserved_hours: int = DEFAULT_RESERVED_HOURS, ignore_reserved_time: bool = False,
          force_unconsumed=(), now_ms: int | None = None) -> Plan:
-    from rmqctl.replica import _max_offset
+    from rmqctl.replica import commitlog_max_offset
 
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     root = store.root
     cl_files = store.commitlog.files
     size = store.config.commitlog_file_size
-    max_off = _max_offset(store)
+    max_off = commitlog_max_offset(store)
     p = Plan(root, reserved_hours, store.commitlog.min_offset, store.commitlog.min_offset, max_off,
              forced=sorted(force_unconsumed))
     if store.abort_exists:

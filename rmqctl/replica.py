@@ -38,7 +38,7 @@ class Side:
                 "files": self.files, "confirm_offset": self.confirm_offset}
 
 
-def _max_offset(store: Store) -> int:
+def commitlog_max_offset(store: Store) -> int:
     """getMaxOffset after recovery: the last file's start + the end of its valid records."""
     files = store.commitlog.files
     if not files:
@@ -54,7 +54,7 @@ def _max_offset(store: Store) -> int:
 
 def _side(store: Store) -> Side:
     cp = store.checkpoint()
-    return Side(store.root, store.commitlog.min_offset, _max_offset(store), store.config.commitlog_file_size,
+    return Side(store.root, store.commitlog.min_offset, commitlog_max_offset(store), store.config.commitlog_file_size,
                 None if cp is None else cp.confirm_phy_offset, len(store.commitlog.files))
 
 
