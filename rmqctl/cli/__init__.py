@@ -25,6 +25,8 @@ COMMANDS = {
     "config": ("rmqctl.cli.config_cmd", "config", "Read and edit store/config/*.json the way the broker does."),
     "stats": ("rmqctl.cli.spark_cmd", "stats", "Per topic/queue statistics over one or more stores (Spark)."),
     "export": ("rmqctl.cli.spark_cmd", "export", "Export messages to Parquet or JSON Lines (Spark)."),
+    "diff": ("rmqctl.cli.diff_cmd", "diff", "Compare two replicas (master/slave, backups): common prefix, verdict."),
+    "reclaim": ("rmqctl.cli.reclaim_cmd", "reclaim", "Free disk space: expire consumed commitlog files like the broker."),
 }
 
 

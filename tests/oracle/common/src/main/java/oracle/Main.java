@@ -153,6 +153,11 @@ public final class Main {
                 emit(r);
                 return Boolean.TRUE.equals(r.get("load_ok")) ? 0 : 3;
             }
+            case "expire": {
+                Map<String, String> o = opts(args, 1);
+                emit(Expire.run(c, need(o, "store"), o.get("conf"), Integer.parseInt(o.getOrDefault("hours", "72"))));
+                return 0;
+            }
             case "hold-lock": {
                 Map<String, String> o = opts(args, 1);
                 return HoldLock.run(need(o, "store"));

@@ -126,7 +126,9 @@ final class Writer {
         long snapshotDelay = ((Number) sc.getOrDefault("snapshot_delay_ms", 0)).longValue();
 
         File root = new File(storeDir);
-        if (root.exists() && root.list() != null && root.list().length > 0) {
+        // "append": true continues an existing store (normal load, then more puts): replicas that diverge
+        boolean append = Boolean.TRUE.equals(sc.get("append"));
+        if (!append && root.exists() && root.list() != null && root.list().length > 0) {
             throw new IllegalStateException("store dir is not empty: " + storeDir);
         }
         MessageStoreConfig cfg = StoreConf.build(storeConfig, storeDir);
