@@ -55,6 +55,7 @@ public final class Main {
         "  bench-write --store DIR --count N --size B [--file-size BYTES]",
         "  bench-recover --store DIR [--abnormal] [--conf FILE.json]",
         "  restart --store DIR [--conf FILE.json]      (in place: load/recover, start, dispatch, shutdown)",
+        "  expire --store DIR [--conf FILE.json] [--hours H]   (in place: the broker's own file expiry)",
         "  hold-lock --store DIR",
         "  version");
 
