@@ -32,8 +32,9 @@ def _needs(argv: list[str]) -> str | None:
     text = " ".join(argv)
     if "tests/oracle/" in text:
         return "oracle"
+    local = any(a == "--engine" and b == "local" for a, b in zip(argv, argv[1:]))   # stats in-process
     if "spark-submit" in text or ("rmqctl" in text and ({"stats", "export", "spark"} & set(argv))
-                                  and not ({"-h", "--help"} & set(argv))):
+                                  and not ({"-h", "--help"} & set(argv)) and not local):
         return "spark"
     return None
 
