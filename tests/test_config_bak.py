@@ -62,6 +62,7 @@ def test_edit_on_a_main_the_broker_loads_empty_is_refused(cli, store, name, main
     assert (store / "config" / (name + ".bak")).read_bytes() == bak
 
 
+@pytest.mark.oracle
 def test_offsets_set_on_an_undecodable_main_keeps_the_good_bak(cli, store):
     """`{"offsetTable":5}`: decode throws, the broker loads .bak; the edit starts from .bak, .bak stays."""
     (store / "config/consumerOffset.json").write_bytes(b'{"offsetTable":5}')

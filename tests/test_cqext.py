@@ -154,8 +154,8 @@ def test_json_dump_of_ext_file_ends_cleanly(cli):
     assert rows[-1]["kind"] == "trailer" and rows[-1]["trailing"] == "end_filler"
     code, out, err = cli("dump", files[0])
     assert (code, err) == (0, "")
-    assert out.splitlines()[-1].endswith("end-of-file filler (-1) at offset %d, the next unit is in the next file"
-                                         % rows[-1]["valid_bytes"])
+    assert out.splitlines()[-1].endswith("end-of-file filler at offset %d, %d bytes to the end of the file"
+                                         % (rows[-1]["valid_bytes"], rows[-1]["trailing_bytes"]))
 
 
 @pytest.mark.parametrize("name", EXT_FIXTURES)

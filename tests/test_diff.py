@@ -12,6 +12,8 @@ import pytest
 
 from oracle_helpers import oracle, read_store
 
+pytestmark = pytest.mark.oracle
+
 CONF = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 32,
         "maxIndexNum": 128, "enabledAppendPropCRC": False}
 

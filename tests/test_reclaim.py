@@ -12,6 +12,8 @@ import pytest
 import faultlib as F
 from oracle_helpers import oracle, read_store
 
+pytestmark = pytest.mark.oracle
+
 CONF = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 60, "maxHashSlotNum": 8,
         "maxIndexNum": 32, "enabledAppendPropCRC": False}
 SIZE = CONF["mappedFileSizeCommitLog"]

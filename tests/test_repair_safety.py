@@ -202,7 +202,7 @@ def test_recover_on_a_directory_that_is_no_store(tmp_path, argv):
     (d / "notes.txt").write_text("hello")
     r = run_cli(*argv, d)
     assert r.returncode == 2, r.stderr
-    assert b"not a RocketMQ store" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert b"not a store directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert sorted(os.listdir(d)) == ["notes.txt"]
 
 

@@ -3,6 +3,7 @@ has no venv (pipx-style), and the rmqctl-spark-* temp folder gone at exit, after
 Ctrl-C. Slow (each test starts a JVM)."""
 from __future__ import annotations
 
+import pytest
 import json
 import os
 import signal
@@ -12,6 +13,8 @@ from pathlib import Path
 
 from conftest import FIXTURES
 from test_cli_matrix import RMQCTL
+
+pytestmark = pytest.mark.spark
 
 STORE = FIXTURES / "stores" / "basic-multifile-v5" / "store"
 

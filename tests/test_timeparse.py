@@ -72,6 +72,7 @@ def _echoes(stderr: bytes) -> dict:
     return {m.group(1): int(m.group(4)) for m in ECHO.finditer(stderr.decode())}
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("tz", ["UTC", "Asia/Shanghai"])
 def test_same_string_same_instant_in_every_command(tmp_path, tz):
     src = FIXTURES / "stores/basic-multifile-v5/store"

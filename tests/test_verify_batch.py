@@ -36,6 +36,8 @@ def reference_scan_file(ctx, path, start, size):
     tag_hash: dict = {}
     topic_ok: dict = {}
     queues = res.queues
+    # tagsCode <= Integer.MIN_VALUE - 1 is an ext address only in a store with consume-queue ext files
+    ext_floor = -2147483649 if os.path.isdir(os.path.join(ctx.root, "consumequeue_ext")) else None
     delay_levels, batch_topics = ctx.delay_levels, ctx.batch_topics
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -115,7 +117,7 @@ def reference_scan_file(ctx, path, start, size):
                         t.missing += 1
                         if t.first_missing is None:
                             t.first_missing = (r.offset, q)
-                    elif u[0] != r.offset or u[1] != r.total_size or (u[2] != tags and u[2] > -2147483649):
+                    elif u[0] != r.offset or u[1] != r.total_size or (u[2] != tags and (ext_floor is None or u[2] > ext_floor)):
                         t.mismatches += 1
                         if t.first_mismatch is None:
                             t.first_mismatch = (q, (r.offset, r.total_size, tags), u)
