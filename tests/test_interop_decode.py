@@ -84,7 +84,9 @@ def test_consume_queues_match(d):
         assert cq.min_offset() == q["min_offset"], key
         units = [{"queue_offset": o, "physical_offset": p, "size": s, "tags_code": t}
                  for o, p, s, t in cq.units(q["min_offset"], q["max_offset"])]
-        assert units == q["units"], key
+        # the broker's view adds the linked ext unit ("ext"); those links are judged in test_cqext.py
+        assert units == [{k: u[k] for k in ("queue_offset", "physical_offset", "size", "tags_code")}
+                         for u in q["units"]], key
 
 
 def _conf(d, m):
