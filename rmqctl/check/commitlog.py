@@ -32,6 +32,7 @@ from rmqctl.dispatch import SCHEDULE_TOPIC, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.index import java_string_hash
 from rmqctl.formats.properties import parse_properties
+from rmqctl.store.files import open_read
 
 CQ_UNIT = struct.Struct(">qiq")
 CQ_CHUNK_UNITS = 512
@@ -86,7 +87,7 @@ class QueueTrack:
 def _pread_or_empty(path: str, n: int, pos: int) -> bytes:
     """Up to n bytes of a consume-queue file at pos; b"" when the file is missing (the unit is then missing)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_read(path)
     except OSError:
         return b""
     try:
@@ -241,7 +242,7 @@ def scan_range(ctx: ScanContext, path: str, start: int, size: int, lo: int = 0, 
     res = FileResult(path, start, size, end=start, begin=None, range_end=hi)
     limit = min(size, ctx.file_size)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = open_read(path)
     except OSError as e:
         if lo == 0 or exact:
             res.findings.append(Finding(ERROR, "commitlog.unreadable", path, start, None, None,

@@ -74,6 +74,7 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
         try:
             with _progress(total, "planning") as pg:
                 ctx = build(store, staging, pg)
+            _refuse_links(store, ctx)
             _emit(ctx, as_json, {"dry_run": True})
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -88,6 +89,7 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
             R.make_staging(staging)
             with _progress(total, "analysing") as pg:
                 ctx = build(store, staging, pg)
+            _refuse_links(store, ctx)
             if ctx.plan.problems:
                 JO.aborted(j, "problems: " + "; ".join(ctx.plan.problems))
                 _drop_if_empty(j)
@@ -114,6 +116,13 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
             shutil.rmtree(staging, ignore_errors=True)
     _emit(ctx, as_json, {"applied": True, "journal": str(j.dir), "undo": f"rmqctl undo {root} --op {j.name}"})
     return Exit.FIXED
+
+
+def _refuse_links(store, ctx) -> None:
+    """Before anything changes: no planned write may go through a symlink or onto a special file."""
+    from rmqctl.store.files import check_writes
+
+    check_writes(store.root, (store.root / a.path for a in ctx.plan.actions))
 
 
 def _drop_if_empty(j) -> None:

@@ -22,6 +22,7 @@ from rmqctl import fastjson
 from rmqctl.config.files import Loaded, file_mode_or_default
 from rmqctl.errors import FormatError, RmqError
 from rmqctl.repair.journal import Journal, write_file_durably
+from rmqctl.store.files import check_writes
 from rmqctl.store.lock import store_write_lock
 
 
@@ -86,6 +87,7 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
     if dry_run or not changed:
         return PersistResult(path, diff, changed, False)
     bak = path.with_name(path.name + ".bak")
+    check_writes(target.store, (path, bak))   # never through a link, refused before anything changes
     with store_lock(target.store, force):
         # re-read under the lock: refuse if the file changed since we decided what to write
         try:
@@ -126,6 +128,7 @@ def restore_from_bak(loaded: Loaded, *, force: bool = False, dry_run: bool = Fal
     diff = unified_diff(old, data, path, new_label=f"{bak.path}")
     if dry_run or old == data:
         return PersistResult(path, diff, old != data, False)
+    check_writes(target.store, (path,))
     with store_lock(target.store, force):
         mode = file_mode_or_default(bak.path)
         with Journal.begin(target.store, op) as j:

@@ -563,7 +563,7 @@ def _timerlog_end(store) -> int:
     d = store.root / "timerlog"
     if not d.is_dir() or d.is_symlink():
         return 0
-    for f in reversed(FileQueue.scan(d).files):
+    for f in reversed(FileQueue.scan(d, root=store.root).files):
         with open_ro(f.path) as fd:
             lnz = _last_nonzero(fd, 0, f.size)
         if lnz:

@@ -22,8 +22,10 @@ def lock_state(store: Path) -> str:
     path = Path(store) / "lock"
     if not path.exists():
         return "absent"
+    from rmqctl.store.files import open_read
+
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_read(path, store)   # a FIFO in lock's place would block a plain open
     except OSError as e:
         raise IOFailure(e.strerror or str(e), path=path) from e
     try:
@@ -43,7 +45,10 @@ def lock_state(store: Path) -> str:
 def store_write_lock(store: Path, *, force: bool = False):
     """Hold the broker's own lock for the duration of a change, so a broker cannot start meanwhile.
     Raises StoreLockedError when a running broker holds it (unless force, which only skips the check)."""
+    from rmqctl.store.files import check_write
+
     path = Path(store) / "lock"
+    check_write(store, path)
     fd = None
     try:
         # Opening with O_CREAT is what the broker itself does; the file is harmless.
