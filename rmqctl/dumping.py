@@ -58,6 +58,10 @@ def trailer_text(t: dict, path) -> str:
         return f"# {path}: {t['valid_bytes']} valid bytes, nothing after"
     if t["trailing"] == "zeros":
         return f"# {path}: {t['trailing_bytes']} zero bytes after the last record at offset {t['valid_bytes']}"
+    if t["trailing"] == "blank":
+        return f"# {path}: BLANK record of {t.get('blank_size')} bytes at offset {t['valid_bytes']} ends the file"
+    if "invalid_to" not in t:   # trailers of small files: no range, just the count
+        return f"# {path}: {t['trailing_bytes']} invalid bytes after offset {t['valid_bytes']}"
     return (f"# {path}: {t['invalid_to'] - t['invalid_from']} invalid bytes at offset {t['invalid_from']}"
             f" (then zeros to {t['valid_bytes'] + t['trailing_bytes']})")
 

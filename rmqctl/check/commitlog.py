@@ -32,6 +32,7 @@ from rmqctl.dispatch import SCHEDULE_TOPIC, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.index import java_string_hash
 from rmqctl.formats.properties import parse_properties
+from rmqctl.errors import IOFailure
 from rmqctl.store.files import open_read
 
 CQ_UNIT = struct.Struct(">qiq")
@@ -85,10 +86,14 @@ class QueueTrack:
 
 
 def _pread_or_empty(path: str, n: int, pos: int) -> bytes:
-    """Up to n bytes of a consume-queue file at pos; b"" when the file is missing (the unit is then missing)."""
+    """Up to n bytes of a consume-queue file at pos; b"" when the file is missing (the unit is then missing),
+    or not read by policy (a link out of the store, a FIFO: the queue walker reports it)."""
+    root = path
+    for _ in range(5):   # <root>/consumequeue/<topic>/<qid>/<file>
+        root = os.path.dirname(root)
     try:
-        fd = open_read(path)
-    except OSError:
+        fd = open_read(path, root)
+    except (OSError, IOFailure):
         return b""
     try:
         return os.pread(fd, n, pos)
