@@ -6,10 +6,11 @@ store, and the read commands are run on it. A case fails when a command prints a
 a traceback, hangs, exits outside {0, 1, 2, 4, 8}, or misses damage that matters (a flipped byte
 covered by a body CRC, a damaged consume-queue field, a damaged config key).
 
-In-process (``Fuzzer(...).run(n)``, used by tests/test_fuzz.py) or, for long runs, one subprocess
-per command with a timeout and a memory cap::
+In-process (``Fuzzer(...).run_case(n)``, used by tests/test_fuzz.py) or, for long runs, child
+processes of 20 cases each under an address-space cap, with a per-command alarm and a per-child
+timeout (the summary's max RSS is the largest child's)::
 
-    python -m tests.fuzz --minutes 30 [--seed N] [--jobs 2]
+    python -m tests.fuzz --minutes 30 [--seed N] [--lenient config]
 
 Cases are generated from (seed, case number) alone: ``--seed S --case N`` replays one.
 """
@@ -476,35 +477,75 @@ def _max_child_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 
 
+def _batch_in_child(seed, a, b, timeout, mem_mb, lenient, work) -> list[dict]:
+    """Cases [a, b) in one child process (in-process there, SIGALRM per command), under an
+    address-space cap; a child that dies or overruns is itself a finding."""
+    cap = mem_mb * 1024 * 1024
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    cmd = [sys.executable, "-m", "tests.fuzz", "--in-process", "--seed", str(seed), "--range", str(a), str(b),
+           "--timeout", str(timeout), "--work", str(work)] + [x for k in lenient for x in ("--lenient", k)]
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="120", PYTHONPATH=str(ROOT))
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, preexec_fn=limit,
+                           timeout=timeout * 6 * (b - a) + 60, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(work, ignore_errors=True)   # the child could not undo its mutation: fresh copies
+        return [{"n": a, "kind": "?", "mutation": "?", "rel": "?", "base": "?", "expect": None, "missed": False,
+                 "codes": {}, "problems": [f"batch {a}..{b} overran its time: a hang the alarm did not stop"]}]
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        shutil.rmtree(work, ignore_errors=True)
+        return [{"n": a, "kind": "?", "mutation": "?", "rel": "?", "base": "?", "expect": None, "missed": False,
+                 "codes": {}, "problems": [f"batch {a}..{b} died (exit {r.returncode}): {r.stderr.strip()[-400:]}"]}]
+
+
+def _as_dict(o: Outcome) -> dict:
+    c = o.case
+    return {"n": c.n, "kind": c.kind, "mutation": c.mutation, "rel": c.rel, "base": c.base, "expect": c.expect,
+            "missed": o.missed, "codes": {k: (v if isinstance(v, str) else int(v)) for k, v in o.codes.items()},
+            "problems": o.problems}
+
+
 def long_run(minutes: float, seed: int, start: int = 0, in_process: bool = False, timeout: float = 30.0,
-             mem_mb: int = 1024, out=sys.stdout, lenient: tuple = ()) -> int:
-    fz = Fuzzer(seed, subprocess_mode=not in_process, case_timeout=timeout, mem_mb=mem_mb, lenient=lenient)
+             mem_mb: int = 1024, out=sys.stdout, lenient: tuple = (), batch: int = 20) -> int:
     deadline = time.time() + minutes * 60
     per_kind, per_mut, codes = Counter(), Counter(), Counter()
     expected, caught = Counter(), Counter()
     failures = []
     n = start
+    work = Path(tempfile.mkdtemp(prefix="rmqctl-fuzz-"))
+    fz = Fuzzer(seed, work / "inproc", case_timeout=timeout, lenient=lenient) if in_process else None
     try:
         while time.time() < deadline:
-            o = fz.run_case(n)
-            per_kind[o.case.kind] += 1
-            per_mut[o.case.mutation] += 1
-            for k, c in o.codes.items():
-                codes[(k, c)] += 1
-            if o.case.expect:
-                expected[o.case.expect] += 1
-                if not o.missed:
-                    caught[o.case.expect] += 1
-            if o.problems:
-                failures.append(o)
-            n += 1
+            if fz is not None:
+                results = [_as_dict(fz.run_case(n))]
+            else:
+                results = _batch_in_child(seed, n, n + batch, timeout, mem_mb, lenient, work / "child")
+            for d in results:
+                per_kind[d["kind"]] += 1
+                per_mut[d["mutation"]] += 1
+                for k, c in d["codes"].items():
+                    codes[(k, c)] += 1
+                if d["expect"]:
+                    expected[d["expect"]] += 1
+                    caught[d["expect"]] += not d["missed"]
+                if d["problems"]:
+                    failures.append(d)
+            n += 1 if fz is not None else batch
     finally:
-        fz.close()
-    rss = _max_child_rss_kb() if not in_process else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        if fz is not None:
+            fz.close()
+        shutil.rmtree(work, ignore_errors=True)
+    rss = resource.getrusage(resource.RUSAGE_SELF if in_process else resource.RUSAGE_CHILDREN).ru_maxrss
     w = out.write
     w(f"rmqctl fuzz: seed {seed}, cases {start}..{n - 1} ({n - start}), {minutes:g} min, "
-      f"{'in-process' if in_process else 'subprocess per command'}, timeout {timeout:g}s, cap {mem_mb} MB\n")
-    w(f"max RSS of one rmqctl process: {rss / 1024:.1f} MB\n\n")
+      f"{'in-process' if in_process else f'child processes of {batch} cases'}, timeout {timeout:g}s per command, "
+      f"cap {mem_mb} MB\n")
+    w(f"max RSS of one {'process' if in_process else 'child (rmqctl + harness)'}: {rss / 1024:.1f} MB\n\n")
     w(f"{'kind':22s} {'cases':>7s}\n")
     for k in KINDS:
         w(f"{k:22s} {per_kind[k]:7d}\n")
@@ -513,7 +554,7 @@ def long_run(minutes: float, seed: int, start: int = 0, in_process: bool = False
         w(f"{k:22s} {v:7d}\n")
     w(f"\n{'damage that matters':22s} {'injected':>9s} {'reported':>9s}\n")
     for k in sorted(expected):
-        w(f"{k:22s} {expected[k]:9d} {caught[k]:9d}\n")
+        w(f"{k:22s} {expected[k]:9d} {caught[k]:9d}{'  (lenient)' if k in lenient else ''}\n")
     w(f"\n{'command':22s} exit codes\n")
     by_cmd = defaultdict(dict)
     for (k, c), v in codes.items():
@@ -522,10 +563,10 @@ def long_run(minutes: float, seed: int, start: int = 0, in_process: bool = False
         w(f"{k:22s} " + ", ".join(f"{c}: {v}" for c, v in sorted(by_cmd[k].items(), key=lambda kv: str(kv[0])))
           + "\n")
     w(f"\nfailures: {len(failures)}\n")
-    for o in failures[:50]:
-        c = o.case
-        w(f"  --seed {c.seed} --case {c.n}: {c.kind} {c.mutation} {c.base}/{c.rel}\n")
-        for p in o.problems[:3]:
+    for d in failures[:50]:
+        w(f"  python -m tests.fuzz --in-process --seed {seed} --case {d['n']}  # {d['kind']} {d['mutation']} "
+          f"{d['base']}/{d['rel']}\n")
+        for p in d["problems"][:3]:
             w(f"      {p[:400]}\n")
     return 1 if failures else 0
 
@@ -541,7 +582,20 @@ def main(argv=None) -> int:
     ap.add_argument("--mem-mb", type=int, default=1024, help="address-space cap per command (subprocess mode)")
     ap.add_argument("--lenient", action="append", default=[], choices=("crc", "cq", "config"),
                     help="count, do not fail, missed damage of this kind (work pending elsewhere)")
+    ap.add_argument("--range", nargs=2, type=int, metavar=("A", "B"), help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.range:   # a child of a long run: cases [A, B) in-process, JSON on stdout
+        fz = Fuzzer(a.seed, Path(a.work) if a.work else None, case_timeout=a.timeout, lenient=tuple(a.lenient))
+        res = []
+        try:
+            for n in range(*a.range):
+                res.append(_as_dict(fz.run_case(n)))
+        finally:
+            if not a.work:
+                fz.close()
+        sys.stdout.write(json.dumps(res))
+        return 0
     if a.case is not None:
         fz = Fuzzer(a.seed, subprocess_mode=not a.in_process, case_timeout=a.timeout, mem_mb=a.mem_mb)
         try:
