@@ -200,3 +200,22 @@ def test_undo_never_writes_through_a_link_made_after_the_repair(tmp_path):
     assert code in (4, 8) and "symlink" in out + err, out + err
     assert hashes(root) == before and hashes(outside) == before_out
     assert os.path.islink(root / "consumequeue" / "CrashA")
+
+
+def test_recover_keeps_a_symlinked_queue_file_inside_the_store(tmp_path):
+    """Before: recover replaced the link by a regular file and undo did not bring the link back."""
+    root = copy("crash-multifile-v5", tmp_path)
+    rel = "consumequeue/CrashA/0/00000000000000000400"
+    code, out, _ = rmq("recover", "--dry-run", root)
+    assert f"write_file {rel}" in out                         # the plan rewrites this very file
+    (root / "moved").mkdir()
+    move_out(root, rel, root / "moved" / "cq-file")
+    before = hashes(root)
+    code, out, err = rmq("verify", root)
+    assert "not_followed" not in out                          # inside the store: read like the file
+    code, out, err = rmq("recover", root)
+    assert code == 8 and "never writes through a symlink" in err and rel in err, err
+    assert hashes(root) == before and os.path.islink(root / rel)
+    code, out, err = rmq("rebuild", "cq", root)
+    assert code == 8 and "symlink" in err, err
+    assert hashes(root) == before
