@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqctl import dispatch as D
-from rmqctl.errors import IOFailure, ProblemsFound, UsageError
+from rmqctl.errors import IOFailure, ProblemsFound
 from rmqctl.repair import checkpoint_write as CK
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.plan import Action, Plan
@@ -175,7 +175,7 @@ def _check_layout(store, plan: Plan) -> None:
     for name in ("commitlog", "consumequeue", "index", "checkpoint", "abort"):
         p = store.root / name
         if p.is_symlink():
-            raise UsageError(f"{name} is a symlink; rmqctl does not follow symlinks out of the store", path=p)
+            raise IOFailure(f"refused: {name} is a symlink; rmqctl never writes through a symlink", path=p)
     for p, why in store.commitlog.strays:
         plan.problems.append(f"{_rel(store, p)}: {why} (the broker refuses to start; move it away by hand)")
 
