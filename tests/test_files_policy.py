@@ -167,6 +167,8 @@ def test_verify_reports_a_symlinked_topic_directory_outside(tmp_path):
     assert code == 4 and "consumequeue/TopicB: warning: store.not_followed" in out, out
     code, _, err = rmq("dump", root / "consumequeue" / "TopicB" / "0")
     assert code == 8 and "outside the store" in err
+    code, out, _ = rmq("dump", root)          # the store summary says what it did not read
+    assert code == 0 and "not read:" in out and "consumequeue/TopicB" in out, out
 
 
 def test_config_edit_refuses_symlinked_config_dir_and_file(tmp_path):
