@@ -221,3 +221,14 @@ def test_recover_keeps_a_symlinked_queue_file_inside_the_store(tmp_path):
     code, out, err = rmq("rebuild", "cq", root)
     assert code == 8 and "symlink" in err, err
     assert hashes(root) == before
+
+
+def test_a_symlinked_quarantine_folder_is_refused(tmp_path):
+    root = copy("crash-multifile-v5", tmp_path)
+    outside = tmp_path / "outside-quarantine"
+    outside.mkdir()
+    os.symlink(outside, root / "rmqctl-quarantine")
+    before = hashes(root)
+    code, out, err = rmq("recover", root)
+    assert code == 8 and "rmqctl-quarantine" in err and "symlink" in err, err
+    assert hashes(root) == before and list(outside.iterdir()) == []
