@@ -241,9 +241,10 @@ class Fuzzer:
         if reals:
             return rng.choice(reals).read_bytes()
         kind = name if case.kind == "config" else case.kind
-        if case.kind == "compaction_log":
+        if case.kind == "compaction_log":   # a commitlog file (the one being mutated may be gone)
             src = self.stores[case.base] / "commitlog"
-            return (src / sorted(os.listdir(src))[0]).read_bytes()
+            names = sorted(n for n in os.listdir(src) if os.path.isfile(src / n) and not os.path.islink(src / n))
+            return (src / names[0]).read_bytes() if names else _synthetic("timerlog", rng)
         if case.kind == "abort":
             return b""
         if case.kind == "lock":
@@ -563,7 +564,11 @@ def long_run(minutes: float, seed: int, start: int = 0, in_process: bool = False
         w(f"{k:22s} " + ", ".join(f"{c}: {v}" for c, v in sorted(by_cmd[k].items(), key=lambda kv: str(kv[0])))
           + "\n")
     w(f"\nfailures: {len(failures)}\n")
-    for d in failures[:50]:
+    # failures by mutation first, then each case (deep JSON last: one known cause, many cases)
+    for k, v in sorted(Counter(d["mutation"] for d in failures).items()):
+        w(f"  {k:20s} {v:6d}\n")
+    failures.sort(key=lambda d: (d["mutation"] == "deep_json", d["n"]))
+    for d in failures[:60]:
         w(f"  python -m tests.fuzz --in-process --seed {seed} --case {d['n']}  # {d['kind']} {d['mutation']} "
           f"{d['base']}/{d['rel']}\n")
         for p in d["problems"][:3]:
