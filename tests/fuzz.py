@@ -425,7 +425,7 @@ class Fuzzer:
     def _run_inproc(self, cmd):
         from rmqctl.cli import run
 
-        o, e = io.StringIO(), io.StringIO()
+        o, e = _Tail(), _Tail()   # bounded: the harness must not hold a long dump in memory
 
         def alarm(signum, frame):
             raise Hang()
@@ -464,6 +464,19 @@ class Fuzzer:
         if "out of memory" in r.stderr or "MemoryError" in r.stderr:
             return "memory", r.stdout, r.stderr
         return r.returncode, r.stdout[-2000:], r.stderr
+
+
+class _Tail(io.StringIO):
+    """A text sink that keeps only the last 64 KiB written (enough for stderr's one-line errors)."""
+
+    def write(self, text):
+        n = super().write(text)
+        if self.tell() > 1 << 17:
+            keep = self.getvalue()[-(1 << 16):]
+            self.seek(0)
+            self.truncate()
+            super().write(keep)
+        return n
 
 
 def _tmpwrite(data: bytes, work: Path) -> Path:
