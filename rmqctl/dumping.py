@@ -16,6 +16,7 @@ from rmqctl.formats import consumequeue_ext as extf, index as ixf, timer as tf
 from rmqctl.formats._derive import field_names, struct_format
 from rmqctl.scan import FileWalk, NORMAL_STOPS, is_zero, last_nonzero
 from rmqctl.store.commitlog import open_ro
+from rmqctl.store.files import read_bytes
 
 KIND_NAMES = ("commitlog", "consumequeue", "consumequeue_ext", "batchconsumequeue", "index", "checkpoint",
               "abort", "lock", "timerlog", "timerwheel", "timercheck", "compaction_log", "compaction_cq",
@@ -344,7 +345,7 @@ def checkpoint_file(path, **_):
 
 def abort_file(path, **_):
     path = Path(path)
-    data = path.read_bytes()[:4096]
+    data = read_bytes(path, limit=4096)
     text = data.decode("utf-8", errors="replace").strip()
     yield {"kind": "abort", "file_size": path.stat().st_size,
            "pid": int(text) if text.isdigit() else None, "content": text,
@@ -355,7 +356,7 @@ def lock_file(path, **_):
     from rmqctl.store.lock import lock_state
 
     path = Path(path)
-    data = path.read_bytes()[:64]
+    data = read_bytes(path, limit=64)
     yield {"kind": "lock", "file_size": path.stat().st_size, "content": data.decode("latin-1"),
            "state": lock_state(path.parent)}
 
@@ -385,7 +386,7 @@ def timerwheel_file(path, *, skip=0, count=None, **_):
 
 def timercheck_file(path, **_):
     path = Path(path)
-    data = path.read_bytes()[:8192]
+    data = read_bytes(path, limit=8192)
     if len(data) < TIMERCHECK.size:
         raise FormatError(f"{len(data)} bytes, timercheck holds {TIMERCHECK.size} bytes of fields", path=path,
                           offset=len(data), field=TIMERCHECK_FIELDS[len(data) // 8] if len(data) < 56 else "")
@@ -403,7 +404,7 @@ def config_file(path, **_):
         cfg.kind_for(Path(path).name)
     except UsageError:
         # Not a file the broker's config managers own (another writer's, or test data): plain dialect dump.
-        raw = Path(path).read_bytes()
+        raw = read_bytes(path)
         doc = fastjson.loads(raw, path) if raw.strip() else None
         yield {"kind": "config", "file": str(path), "used": "main", "verdict": "not a broker config file",
                "main": f"ok ({len(raw)} bytes)", "bak": "n/a", "notes": [], "content": fastjson.to_plain(doc)}

@@ -32,6 +32,8 @@ from rmqctl.dispatch import SCHEDULE_TOPIC, lmq_targets, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.index import java_string_hash
 from rmqctl.formats.properties import parse_properties
+from rmqctl.errors import IOFailure
+from rmqctl.store.files import open_read
 
 CQ_UNIT = struct.Struct(">qiq")
 CQ_CHUNK_UNITS = 512
@@ -84,10 +86,14 @@ class QueueTrack:
 
 
 def _pread_or_empty(path: str, n: int, pos: int) -> bytes:
-    """Up to n bytes of a consume-queue file at pos; b"" when the file is missing (the unit is then missing)."""
+    """Up to n bytes of a consume-queue file at pos; b"" when the file is missing (the unit is then missing),
+    or not read by policy (a link out of the store, a FIFO: the queue walker reports it)."""
+    root = path
+    for _ in range(5):   # <root>/consumequeue/<topic>/<qid>/<file>
+        root = os.path.dirname(root)
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        fd = open_read(path, root)
+    except (OSError, IOFailure):
         return b""
     try:
         return os.pread(fd, n, pos)
@@ -243,7 +249,7 @@ def scan_range(ctx: ScanContext, path: str, start: int, size: int, lo: int = 0, 
     res = FileResult(path, start, size, end=start, begin=None, range_end=hi)
     limit = min(size, ctx.file_size)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = open_read(path)
     except OSError as e:
         if lo == 0 or exact:
             res.findings.append(Finding(ERROR, "commitlog.unreadable", path, start, None, None,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
 from rmqctl.store import rules
-from rmqctl.store.files import FileQueue
+from rmqctl.store.files import FileQueue, open_read
 
 UNIT = struct.Struct(">qiq")
 BCQ_UNIT = struct.Struct(">qiqqqhii")
@@ -38,7 +38,7 @@ def unit_location(directory: Path, cq_file_size: int, q: int) -> tuple[str, int]
 
 
 def _iter_units(path: Path, n_units: int):
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_read(path)
     try:
         i = 0
         while i < n_units:
@@ -60,7 +60,7 @@ def _unit_chunks(path: Path, n_units: int):
     import numpy as np
 
     dt = numpy_dtype(ConsumeQueueUnit)
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_read(path)
     try:
         i = 0
         while i < n_units:
@@ -105,7 +105,7 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
     cl_gaps the [start, end) ranges of missing commitlog files (F08)."""
     import numpy as np
     d = root / "consumequeue" / topic / str(qid)
-    fq = FileQueue.scan(d)
+    fq = FileQueue.scan(d, root=root)
     check_queue_files(fq, cq_file_size, findings)
     res = QueueResult()
     first_rec_q = track.first_q if track else None
@@ -246,11 +246,11 @@ def check_batch_queue(root: Path, topic: str, qid: int, file_size: int, cl_end: 
     """batchconsumequeue/ (5.x BatchCQ topics): 46-byte units appended in order; valid units have
     offset >= 0, size > 0, msgBaseOffset >= 0, batchSize > 0 and consecutive logical ranges."""
     d = root / "batchconsumequeue" / topic / str(qid)
-    fq = FileQueue.scan(d)
+    fq = FileQueue.scan(d, root=root)
     check_queue_files(fq, file_size, findings, "bcq")
     next_base = None
     for f in fq.files:
-        fd = os.open(f.path, os.O_RDONLY)
+        fd = open_read(f.path)
         try:
             data = os.pread(fd, min(f.size, file_size), 0)
         finally:

@@ -16,6 +16,7 @@ import struct
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
 from rmqctl.dispatch import index_keys
 from rmqctl.formats import index as ixf
+from rmqctl.store.files import open_read
 
 HEADER = struct.Struct(">qqqqii")
 ITEM = struct.Struct(">iqii")
@@ -37,7 +38,7 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                                 "(wrong --index-slots/--index-items, or a short file the broker zero-extends)"))
         if size < ixf.HEADER_SIZE:
             return {}
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_read(path)
     try:
         def pread(n, pos):
             data = os.pread(fd, n, pos)

@@ -23,6 +23,7 @@ from rmqctl.check import smallfiles as sfc
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding, Report
 from rmqctl.store import rules
 from rmqctl.formats import batch_consumequeue as bcqf
+from rmqctl.store.files import open_read
 
 AREAS = ("commitlog", "cq", "index", "checkpoint", "config")
 
@@ -177,7 +178,7 @@ class _Named:
 def _last_data_file(files) -> int:
     for i in range(len(files) - 1, -1, -1):
         try:
-            fd = os.open(files[i].path, os.O_RDONLY)
+            fd = open_read(files[i].path)
         except OSError:
             return i
         try:
@@ -343,6 +344,9 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     # --- config -----------------------------------------------------------------------------------
     if "config" in areas:
         cfc.check_configs(store, findings, (lambda t, q: queue_ranges.get((t, q))) if "cq" in areas else (lambda t, q: None))
+    for p, why in sorted(store.not_followed.items()):
+        findings.append(Finding(WARNING, "store.not_followed", str(p), None, None, None,
+                                f"{why}; not checked"))
     report.stats["seconds"] = round(time.time() - t0, 3)
     return report
 

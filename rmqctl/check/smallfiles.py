@@ -8,6 +8,7 @@ import time
 
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
 from rmqctl.formats import checkpoint as ckf
+from rmqctl.store.files import read_bytes, read_refusal
 
 YEAR_2000_MS = 946_684_800_000
 FUTURE_SLACK_MS = 24 * 3600 * 1000
@@ -33,6 +34,8 @@ def check_checkpoint(store, findings: list, cl_end: int | None, last_store_ts: i
     except Exception as e:  # noqa: BLE001 - unreadable: reported, the other checks go on
         findings.append(Finding(ERROR, "checkpoint.unreadable", p, None, None, None, str(e)))
         return None
+    if ck is None and store.checkpoint_path in store.not_followed:
+        return None   # reported once, as not followed
     if ck is None:
         findings.append(Finding(WARNING, "checkpoint.missing", p, None, "a 4096-byte checkpoint", "missing",
                                 "the broker starts from a zero checkpoint: an abnormal recovery scans from file 0"))
@@ -57,7 +60,7 @@ def check_checkpoint(store, findings: list, cl_end: int | None, last_store_ts: i
             findings.append(Finding(ERROR, "checkpoint.offset", p, off, f"0..{cl_end}", v,
                                     f"{name} outside the commitlog"))
     if ck.size >= 40:
-        rest = store.checkpoint_path.read_bytes()[40:]
+        rest = read_bytes(store.checkpoint_path, store.root, limit=1 << 20)[40:]
         if any(rest):
             findings.append(Finding(WARNING, "checkpoint.padding", p, 40, "zero bytes", "non-zero bytes",
                                     "bytes after the checkpoint's fields are not zero"))
@@ -144,9 +147,9 @@ def check_timer(store, findings: list, timer_cq_max: int | None) -> None:
         if sz not in (0, tf.WHEEL_FILE_SIZE):
             findings.append(Finding(ERROR, "timer.timerwheel_size", str(wheel), 0, tf.WHEEL_FILE_SIZE, sz,
                                     "the broker fails to start on a timerwheel of another size"))
-    if not tc.exists():
+    if not tc.exists() or _not_followed(store, tc):
         return
-    raw = tc.read_bytes()
+    raw = read_bytes(tc, store.root, limit=1 << 20)
     if len(raw) < 56:
         if raw:
             findings.append(Finding(ERROR, "timer.timercheck", str(tc), len(raw), ">= 56 bytes", len(raw),
@@ -167,10 +170,10 @@ def check_compaction(store, findings: list, queue_max) -> None:
     from rmqctl.errors import FormatError
 
     p = store.root / "compaction" / "position-checkpoint"
-    if not p.exists() or p.stat().st_size == 0:
+    if not p.exists() or _not_followed(store, p) or p.stat().st_size == 0:
         return
     try:
-        doc = fastjson.loads(p.read_bytes(), p)
+        doc = fastjson.loads(read_bytes(p, store.root), p)
     except FormatError as e:
         findings.append(Finding(ERROR, "compaction.checkpoint", str(p), e.offset, "JSON", "unparsable", e.message))
         return
@@ -188,3 +191,11 @@ def check_compaction(store, findings: list, queue_max) -> None:
         if mx is not None and off > mx:
             findings.append(Finding(ERROR, "compaction.offset", str(p), None, f"<= {mx}", off,
                                     f"compaction position of {topic}:{qid} beyond the queue's max offset"))
+
+
+def _not_followed(store, p) -> bool:
+    """A link out of the store or a non-regular file: recorded for verify's not-followed line, not read."""
+    why = read_refusal(p, store.root)
+    if why:
+        store._skip(p, why)
+    return bool(why)

@@ -107,7 +107,7 @@ def _dump_one(path: Path, emit, problems: list, *, kind, cfg, **kw) -> None:
 
         emit.summary(summarize(Store(path, cfg)))
         return
-    files = _files_of(path) if path.is_dir() else [path]
+    files = _files_of(path) if path.is_dir() else [_named_file(path)]
     k = kind or dumping.detect_kind(files[0] if files else path / ("0" * 20))
     cfg = _with_store_inference(cfg, path)
     for f in files:
@@ -124,7 +124,33 @@ def _is_store_root(path: Path) -> bool:
 
 
 def _files_of(d: Path) -> list[Path]:
-    return sorted((p for p in d.iterdir() if p.is_file() and not p.is_symlink()), key=lambda p: p.name)
+    """The directory's regular files; a link out of the store or a special file is named on stderr, skipped."""
+    from rmqctl.store.files import read_refusal
+    from rmqctl.terminal import warn
+
+    from rmqctl.store.files import check_named, store_root_of
+
+    check_named(d)
+    root = store_root_of(d / "x")
+    out = []
+    for p in sorted(d.iterdir(), key=lambda p: p.name):
+        if p.is_dir() and not p.is_symlink():
+            continue
+        why = read_refusal(p, root)
+        if why:
+            warn(f"{p}: {why}")
+        else:
+            out.append(p)
+    return out
+
+
+def _named_file(path: Path) -> Path:
+    """A file named on the command line: refused (one line, exit 8) when it is a link out of its
+    store or not a regular file (a FIFO or device would block or never end)."""
+    from rmqctl.store.files import check_named
+
+    check_named(path)
+    return path
 
 
 def _with_store_inference(cfg, path: Path):

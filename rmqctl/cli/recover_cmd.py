@@ -78,6 +78,7 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
         try:
             with _progress(total, "planning") as pg:
                 ctx = build(store, staging, pg)
+            _refuse_links(store, ctx)
             extra = {"dry_run": True}
             unfinished = [r.name for r in J.list_ops(root) if r.state in ("open", "aborted")]
             if unfinished:
@@ -105,6 +106,7 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
             R.make_staging(staging)
             with _progress(total, "analysing") as pg:
                 ctx = build(store, staging, pg)
+            _refuse_links(store, ctx)
             if ctx.plan.problems:
                 JO.aborted(j, "problems: " + "; ".join(ctx.plan.problems))
                 _drop_if_empty(j)
@@ -138,6 +140,13 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
         extra["rolled_back_first"] = ", ".join(j.rolled_back)
     _emit(ctx, as_json, extra)
     return Exit.FIXED
+
+
+def _refuse_links(store, ctx) -> None:
+    """Before anything changes: no planned write may go through a symlink or onto a special file."""
+    from rmqctl.store.files import check_writes
+
+    check_writes(store.root, (store.root / a.path for a in ctx.plan.actions))
 
 
 def _drop_if_empty(j) -> None:

@@ -53,6 +53,8 @@ def render_summary(s: dict) -> None:
         c.print(t)
     for k, v in s.get("other", {}).items():
         c.print(f"{k}: {v['files']} files, {v['bytes']} bytes")
+    for nf in s.get("not_followed", []):
+        c.print(f"not read: {nf}")
 
 
 class _Escaped:

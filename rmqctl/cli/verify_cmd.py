@@ -100,6 +100,9 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
                     report = verify_store(store, jobs=jobs, areas=tuple(only) or AREAS, index_sample=index_sample,
                                           progress=bar.advance)
         else:
+            from rmqctl.store.files import check_named
+
+            check_named(path)
             try:
                 store = Store(find_store_root(path), cfg)
             except UsageError:

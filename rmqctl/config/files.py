@@ -171,7 +171,15 @@ class Copy:
 
 
 def read_copy(path: Path, kind: ConfigKind | None = None) -> Copy:
+    from rmqctl.store.files import read_refusal
+
     c = Copy(Path(path))
+    # links may point anywhere inside the store (config/'s parent), or the bare config folder
+    folder = Path(path).parent
+    why = read_refusal(path, folder.parent if folder.name == "config" else folder)
+    if why:
+        c.status, c.error = "unreadable", FormatError(why, path=path)
+        return c
     try:
         with open(path, "rb") as f:
             raw = f.read()

@@ -28,6 +28,7 @@ from rmqctl import fastjson
 from rmqctl.config.files import LOAD_MAIN, Loaded, file_mode_or_default
 from rmqctl.errors import FormatError, IOFailure, RmqError, UsageError
 from rmqctl.repair.journal import Journal, write_file_durably
+from rmqctl.store.files import check_writes
 from rmqctl.store.lock import store_write_lock
 
 
@@ -169,6 +170,7 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
         return PersistResult(path, diff, changed, False, bak_note=bak_note if changed else None)
     require_store(target)
     bak = path.with_name(path.name + ".bak")
+    check_writes(target.store, (path, bak))   # never through a link, refused before anything changes
     with store_lock(target.store, force), _no_tmp_leftovers(path, bak):
         # re-read under the lock: refuse if the file changed since we decided what to write
         try:
@@ -244,6 +246,7 @@ def restore_from_bak(loaded: Loaded, *, force: bool = False, dry_run: bool = Fal
     if dry_run or old == data:
         return PersistResult(path, diff, old != data, False)
     require_store(target)
+    check_writes(target.store, (path,))
     with store_lock(target.store, force), _no_tmp_leftovers(path):
         mode = file_mode_or_default(bak.path)
         with Journal.begin(target.store, op) as j:

@@ -155,8 +155,10 @@ def _chunks(fd: int, offset: int, length: int | None):
 def hash_range(path: Path, offset: int = 0, length: int | None = None, prefix: int | None = None):
     """Streamed sha256 of a file range: (hex of what is there, hex of its first `prefix` bytes, bytes
     read); (None, None, 0) when the file does not exist."""
+    from rmqctl.store.files import open_read
+
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_read(path)   # a FIFO put in a file's place must not block undo
     except FileNotFoundError:
         return None, None, 0
     try:
@@ -274,6 +276,9 @@ class Journal:
         settled = settle_unfinished(store)
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", op) or "op"
         root = store / QUARANTINE
+        from rmqctl.store.files import check_write
+
+        check_write(store, root)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
         try:
             OWN.check_can_keep(store)
@@ -354,6 +359,10 @@ class Journal:
             fsync_dir(self.dir)
 
     def _rel(self, path: Path) -> str:
+        """Every journaled change names its file here first: refuse a path through a symlink now."""
+        from rmqctl.store.files import check_write
+
+        check_write(self.store, path)
         path = Path(os.path.abspath(path))
         try:
             return str(path.relative_to(Path(os.path.abspath(self.store))))
@@ -498,9 +507,15 @@ def _abs(store: Path, rel: str) -> Path:
 
 def plan_undo(store, rec: OpRecord) -> list[UndoStep]:
     steps = []
+    from rmqctl.store.files import write_refusal
+
     for e in reversed(rec.entries):
         path = _abs(store, e["path"])
         kind = e["kind"]
+        why = write_refusal(store, path)
+        if why:
+            steps.append(UndoStep(e, "conflict", why))
+            continue
         if kind in ("replace_file", "create_file", "delete_file"):
             h = file_sha256(path)
             before = e.get("sha256_before")  # None for create_file: "absent"
@@ -539,8 +554,11 @@ def plan_undo(store, rec: OpRecord) -> list[UndoStep]:
 def _apply(store: Path, rec: OpRecord, step: UndoStep) -> None:
     """Restore one entry. Saved copies are streamed (CHUNK at a time) and checked against their
     recorded sha256 before the target changes; every write is fsynced."""
+    from rmqctl.store.files import check_write
+
     e = step.entry
     path = _abs(store, e["path"])
+    check_write(store, path)   # undo restores links by never writing through one
     kind = e["kind"]
     saved = rec.dir / e["saved"] if e.get("saved") else None
     if kind in ("replace_file", "delete_file"):

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqctl import dispatch as D
-from rmqctl.errors import IOFailure, ProblemsFound, UsageError
+from rmqctl.errors import IOFailure, ProblemsFound
 from rmqctl.repair import checkpoint_write as CK
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.plan import Action, Plan
@@ -176,7 +176,7 @@ def _check_layout(store, plan: Plan) -> None:
     for name in ("commitlog", "consumequeue", "index", "checkpoint", "abort"):
         p = store.root / name
         if p.is_symlink():
-            raise UsageError(f"{name} is a symlink; rmqctl does not follow symlinks out of the store", path=p)
+            raise IOFailure(f"refused: {name} is a symlink; rmqctl never writes through a symlink", path=p)
     for p, why in store.commitlog.strays:
         plan.problems.append(f"{_rel(store, p)}: {why} (the broker refuses to start; move it away by hand)")
 
@@ -586,7 +586,7 @@ def _timerlog_end(store) -> int:
     if not d.is_dir() or d.is_symlink():
         return 0
     u = TF.TIMERLOG_UNIT_SIZE
-    for f in reversed(FileQueue.scan(d).files):
+    for f in reversed(FileQueue.scan(d, root=store.root).files):
         with open_ro(f.path) as fd:
             lnz = _last_nonzero(fd, 0, f.size)
             head = os.pread(fd, 16, (lnz - 1) // u * u) if lnz else b""

@@ -283,7 +283,7 @@ def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> l
             else:
                 files = [("file://" + str(f.path), f.start, f.size) for f in store.commitlog.files]
             co = store.config_dir / "consumerOffset.json"
-            offsets = co.read_bytes() if co.exists() else None
+            offsets = _small_file(co, store.root)
         else:
             cfg = base
             files = _hadoop_list(spark, ref.uri + "/commitlog")
@@ -537,7 +537,7 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
     if scan is not None:
         scan["bytes"] = sum(f.size for f in store.commitlog.files)
         co = store.config_dir / "consumerOffset.json"
-        scan["consumer_offsets"] = co.read_bytes() if co.exists() else None
+        scan["consumer_offsets"] = _small_file(co, store.root)
         scan["summary"] = info
     for i, f in enumerate(store.commitlog.files):
         split = Split(i, name, str(f.path), f.start, f.size, 0, f.size, True, "pread", i)
@@ -553,3 +553,12 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
             info["stop"] = {"kind": status.kind, "file_start": f.start, "offset": f.start + status.end_pos,
                             "detail": status.detail}
             return
+
+
+def _small_file(path, root):
+    """The bytes of a small store file, or None when missing, a link out of the store or not a regular file."""
+    from rmqctl.store.files import read_bytes, read_refusal
+
+    if not path.exists() or read_refusal(path, root):
+        return None
+    return read_bytes(path, root)

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 
 from rmqctl.errors import FormatError, IOFailure
 from rmqctl.scan import FileWalk, Record, Stop
-from rmqctl.store.files import MappedFile
+from rmqctl.store.files import MappedFile, open_read
 
 
 @contextmanager
 def open_ro(path):
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as e:
+        fd = open_read(path)
+    except FileNotFoundError as e:
         raise IOFailure(e.strerror or str(e), path=path) from e
     try:
         yield fd

@@ -27,7 +27,7 @@ class ConsumeQueue:
 
     @cached_property
     def queue(self) -> FileQueue:
-        return FileQueue.scan(self.directory)
+        return FileQueue.scan(self.directory, root=self.store.root)
 
     def read_units(self, f, start_unit: int = 0, count: int | None = None):
         """(phys, size, tags) tuples of one file from unit index start_unit, bounded batches."""

@@ -1,15 +1,166 @@
-"""Mapped-file queues: directories of fixed-size files named by their 20-digit start offset.
+"""Mapped-file queues, and the one place that decides which store paths rmqctl may open or change.
 
-Listing never follows a symlink out of the store and reports anything the broker would choke on
-(non-numeric names, sub-directories, symlinks) instead of skipping it silently.
+Policy (docs/files-policy.md): regular files only; a symlink is followed for reading only when its
+target resolves inside the store root; nothing is ever written through a symlink; FIFOs, sockets
+and devices are refused before opening (lstat/stat, then an O_NONBLOCK open re-checked with fstat).
 """
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmqctl.errors import IOFailure
 from rmqctl.formats import OFFSET_NAME
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink"))
+
+
+def kind_of(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def inside(path, root) -> bool:
+    """Does ``path`` (links resolved) lie inside ``root`` (links resolved)?"""
+    r = os.path.realpath(root)
+    p = os.path.realpath(path)
+    return p == r or p.startswith(r.rstrip(os.sep) + os.sep)
+
+
+def store_root_of(path) -> Path | None:
+    """The store root above ``path``, found without resolving links (so a link out of the store
+    cannot move the root with it); None outside any store."""
+    p = Path(os.path.abspath(path))
+    for cand in [p, *p.parents]:
+        if os.path.isdir(cand / "commitlog") or os.path.lexists(cand / "checkpoint"):
+            return cand
+    return None
+
+
+def check_named(path) -> None:
+    """A path the operator named on the command line: refused (IOFailure, one line) when it leads out
+    of its store through a link, or is neither a directory nor a regular file. Never opens it."""
+    root = store_root_of(Path(path).parent)
+    if root is not None and not inside(path, root):
+        raise IOFailure(f"leads through a symlink to {os.path.realpath(path)}, outside the store: not followed",
+                        path=path)
+    if not os.path.isdir(path):
+        check_read(path, root)
+
+
+def read_refusal(path, root=None) -> str | None:
+    """Why ``path`` must not be opened for reading (None when it may): a symlink whose target lies
+    outside ``root``, a dangling link, a non-regular file. ``root`` None: the caller already vetted
+    the path's links (a walker, or a file the operator named), only the target's kind is checked.
+    Never opens the path, so a FIFO cannot block."""
+    if root is not None and not inside(path, root):   # a linked directory on the way counts too
+        return f"symlink to {os.path.realpath(path)}, outside the store: not followed"
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return f"dangling symlink to {os.path.realpath(path)}: not followed"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{kind_of(st.st_mode)}, not a regular file: not opened"
+    return None
+
+
+def check_read(path, root=None) -> None:
+    why = read_refusal(path, root)
+    if why:
+        raise IOFailure(why, path=path)
+
+
+def open_read(path, root=None) -> int:
+    """An O_RDONLY fd on a regular file, or IOFailure naming the file (one line). ``root``: the store
+    root links may point into (see ``read_refusal``). FileNotFoundError passes through."""
+    check_read(path, root)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise IOFailure(e.strerror or str(e), path=path) from e
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):   # swapped between the check and the open
+        os.close(fd)
+        raise IOFailure(f"{kind_of(st.st_mode)}, not a regular file: not opened", path=path)
+    return fd
+
+
+def read_bytes(path, root=None, limit: int | None = None) -> bytes:
+    """The file's bytes (at most ``limit``), read through ``open_read``."""
+    fd = open_read(path, root)
+    try:
+        size = os.fstat(fd).st_size
+        want = size if limit is None else min(size, limit)
+        chunks, got = [], 0
+        while got < want:
+            b = os.read(fd, min(want - got, 1 << 24))
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def write_refusal(root, path) -> str | None:
+    """Why rmqctl must not create, replace, truncate or delete ``path`` under store ``root``: any
+    component below the root (the file itself included) is a symlink, a component is not a directory,
+    or the file exists and is not a regular file. The root itself may be a link (the operator named it)."""
+    root = Path(root)
+    path = Path(path)
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        if not inside(path, root):
+            return "outside the store: not written"
+        return None
+    cur = root
+    parts = rel.parts
+    for i, part in enumerate(parts):
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return e.strerror or str(e)
+        if stat.S_ISLNK(st.st_mode):
+            where = "" if cur == path else f" ({cur.relative_to(root)} is a symlink)"
+            return f"symlink{where} to {os.path.realpath(cur)}: rmqctl never writes through a symlink"
+        last = i == len(parts) - 1
+        if not last and not stat.S_ISDIR(st.st_mode):
+            return f"{cur.relative_to(root)} is {kind_of(st.st_mode)}, not a directory"
+        if last and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            return f"{kind_of(st.st_mode)}, not a regular file: not changed"
+    return None
+
+
+def check_writes(root, paths) -> None:
+    for p in paths:
+        check_write(root, p)
+
+
+def check_write(root, path) -> None:
+    """Refuse (IOFailure, exit 8) before anything is changed; see ``write_refusal``."""
+    why = write_refusal(root, path)
+    if why:
+        raise IOFailure(f"refused: {why}", path=path)
 
 
 @dataclass(frozen=True)
@@ -30,22 +181,30 @@ class FileQueue:
     strays: list[tuple[Path, str]] = field(default_factory=list)   # (path, why the broker would object)
 
     @classmethod
-    def scan(cls, directory: Path, digits_re=OFFSET_NAME) -> "FileQueue":
+    def scan(cls, directory: Path, digits_re=OFFSET_NAME, root=None) -> "FileQueue":
+        """``root``: the store root; a symlinked file whose target lies inside it is read like a file.
+        Without it no symlink is followed. Anything else odd becomes a stray with the reason."""
         q = cls(Path(directory))
+        if root is not None and os.path.islink(directory) and not inside(directory, root):
+            q.strays.append((q.directory, f"symlink to {os.path.realpath(directory)}, outside the store: "
+                                          "not followed"))
+            return q
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return q
         for e in entries:
             p = Path(e.path)
-            if e.is_symlink():
-                q.strays.append((p, "symlink (not followed)"))
-            elif e.is_dir(follow_symlinks=False):
+            if e.is_dir(follow_symlinks=False):
                 q.strays.append((p, "directory"))
+                continue
+            why = "symlink (not followed)" if root is None and e.is_symlink() else read_refusal(p, root)
+            if why:
+                q.strays.append((p, why))
             elif not digits_re.match(e.name):
                 q.strays.append((p, "file name is not a start offset"))
             else:
-                q.files.append(MappedFile(p, int(e.name), e.stat(follow_symlinks=False).st_size))
+                q.files.append(MappedFile(p, int(e.name), os.stat(p).st_size))
         q.files.sort(key=lambda f: f.start)
         return q
 

@@ -11,7 +11,7 @@ from rmqctl.errors import IOFailure, UnsupportedStoreError, UsageError
 from rmqctl.formats import INDEX_NAME, checkpoint as ckf
 from rmqctl.formats._derive import field_names, struct_format
 from rmqctl.store.config import StoreConfig, commitlog_dir, infer
-from rmqctl.store.files import FileQueue
+from rmqctl.store.files import FileQueue, inside, read_bytes, read_refusal
 from rmqctl.store.lock import lock_state
 
 CHECKPOINT_FIELDS = field_names(ckf.Checkpoint)
@@ -48,6 +48,19 @@ class Store:
     def __init__(self, root, config: StoreConfig | None = None):
         self.root = Path(root)
         self.config = infer(config or StoreConfig(), self.root)
+        # paths the walkers did not follow or open (links out of the store, FIFOs...): path -> why
+        self.not_followed: dict[Path, str] = {}
+
+    def _skip(self, path: Path, why: str) -> None:
+        self.not_followed.setdefault(Path(path), why)
+
+    def _dir_ok(self, d: Path) -> bool:
+        """A directory the walkers may enter: a real one, or a symlink resolving inside the store."""
+        if os.path.islink(d):
+            if not inside(d, self.root):
+                self._skip(d, f"symlink to {os.path.realpath(d)}, outside the store: not followed")
+                return False
+        return d.is_dir()
 
     @classmethod
     def open(cls, root, config: StoreConfig | None = None, *, check_supported: bool = True) -> "Store":
@@ -111,23 +124,21 @@ class Store:
     # --- commitlog -------------------------------------------------------------------------
     @cached_property
     def commitlog(self) -> FileQueue:
-        return FileQueue.scan(self.commitlog_dir)
+        return FileQueue.scan(self.commitlog_dir, root=self.root)
 
     # --- consume queues --------------------------------------------------------------------
     def queues(self, kind: str = "consumequeue") -> list[tuple[str, int]]:
         """(topic, queueId) of every queue directory; non-numeric queue dirs are skipped like the broker does."""
         base = self.root / kind
         out = []
-        try:
-            topics = sorted(os.listdir(base))
-        except FileNotFoundError:
+        if not self._dir_ok(base):
             return out
-        for t in topics:
+        for t in sorted(os.listdir(base)):
             td = base / t
-            if td.is_symlink() or not td.is_dir():
+            if not self._dir_ok(td):
                 continue
             for q in os.listdir(td):
-                if _is_int(q) and (td / q).is_dir() and not (td / q).is_symlink():
+                if _is_int(q) and self._dir_ok(td / q):
                     out.append((t, int(q)))
         out.sort(key=lambda tq: (tq[0], tq[1]))
         return out
@@ -139,16 +150,26 @@ class Store:
 
     # --- index -----------------------------------------------------------------------------
     def index_files(self) -> list[Path]:
-        try:
-            names = sorted(n for n in os.listdir(self.index_dir) if INDEX_NAME.match(n))
-        except FileNotFoundError:
+        if not self._dir_ok(self.index_dir):
             return []
-        return [self.index_dir / n for n in names if not (self.index_dir / n).is_symlink()]
+        out = []
+        for n in sorted(n for n in os.listdir(self.index_dir) if INDEX_NAME.match(n)):
+            p = self.index_dir / n
+            why = read_refusal(p, self.root)
+            if why:
+                self._skip(p, why)
+            else:
+                out.append(p)
+        return out
 
     # --- small files -----------------------------------------------------------------------
     def checkpoint(self) -> Checkpoint | None:
+        why = read_refusal(self.checkpoint_path, self.root)
+        if why:
+            self._skip(self.checkpoint_path, why)
+            return None
         try:
-            data = self.checkpoint_path.read_bytes()
+            data = read_bytes(self.checkpoint_path, self.root)
         except FileNotFoundError:
             return None
         except OSError as e:

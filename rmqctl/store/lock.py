@@ -27,8 +27,10 @@ def lock_state(store: Path) -> str:
     path = Path(store) / "lock"
     if not path.exists():
         return "absent"
+    from rmqctl.store.files import open_read
+
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_read(path, store)   # a FIFO in lock's place would block a plain open
     except OSError as e:
         raise IOFailure(e.strerror or str(e), path=path) from e
     try:
@@ -77,7 +79,10 @@ def store_write_lock(store: Path, *, force: bool = False):
     Raises StoreLockedError when a running broker (or another rmqctl) holds it (unless force, which
     only skips the check). A lock file that was not there is created for the duration and removed
     again, so the store is left as it was."""
+    from rmqctl.store.files import check_write
+
     path = Path(store) / "lock"
+    check_write(store, path)
     fd = None
     created = False
     try:

@@ -20,6 +20,7 @@ import struct
 from dataclasses import dataclass, field
 
 from rmqctl.store.commitlog import open_ro
+from rmqctl.store.files import open_read
 
 UNIT = struct.Struct(">qiq")
 U = UNIT.size  # CQ_STORE_UNIT_SIZE = 20
@@ -107,7 +108,7 @@ class QueueView:
         """The unit at byte pos of file f (zeros past the end of a short file, like the broker's mapping)."""
         fd = self._fds.get(f.path)
         if fd is None:
-            fd = self._fds[f.path] = os.open(f.path, os.O_RDONLY)
+            fd = self._fds[f.path] = open_read(f.path)
         self.reads += 1
         data = os.pread(fd, U, pos)
         return UNIT.unpack(data.ljust(U, b"\0"))
@@ -148,7 +149,7 @@ def load_queue(store, topic: str, queue_id: int, commitlog_min: int | None = Non
     from rmqctl.store.files import FileQueue
 
     fs = store.config.cq_file_size
-    fq = FileQueue.scan(store.root / "consumequeue" / topic / str(queue_id))
+    fq = FileQueue.scan(store.root / "consumequeue" / topic / str(queue_id), root=store.root)
     v = QueueView(topic, queue_id, fs)
     files = fq.files
     if not files:
