@@ -1,6 +1,6 @@
 """commitlog/<20-digit offset>: message records and the end-of-file blank record.
 
-Reference: store-format.md §1 (CommitLog.checkMessageAndReturnSize, MessageExtEncoder). Big-endian,
+Reference: docs/store-format.md, Commitlog (CommitLog.checkMessageAndReturnSize, MessageExtEncoder). Big-endian,
 signed Java types. Records never span files; every full file ends with a BLANK record (>= 8 bytes).
 """
 from construct import (Bytes, Check, Const, IfThenElse, Int8sb, Int16sb, Int32sb, Int64sb, OneOf, Struct,

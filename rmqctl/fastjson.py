@@ -6,7 +6,7 @@ unquoted keys (integers such as ``{0:250}`` stay Python ``int`` keys, distinct f
 before ``}``/``]``, ``/* */`` and ``//`` comments, a UTF-8 BOM, any whitespace (space, TAB, CR, LF,
 FF, BS), duplicate keys (last wins), integer suffixes ``L``/``S``/``B``. It rejects what fastjson
 rejects: empty or whitespace-only input, anything after the top-level value (stale trailing bytes
-after a torn write, faults.md R1), unclosed strings/comments, a missing ``:`` or ``,``. Every error is a
+after a torn write, docs/faults.md), unclosed strings/comments, a missing ``:`` or ``,``. Every error is a
 ``FormatError`` naming the file, the *byte* offset, the JSON path where it happened, and a reason.
 
 Values map to Python: object -> ``dict`` (key order preserved; keys ``str`` or ``int``), array ->
@@ -14,7 +14,7 @@ Values map to Python: object -> ``dict`` (key order preserved; keys ``str`` or `
 its source text), ``true``/``false`` -> ``bool``, ``null`` -> ``None``. Numbers given as strings stay
 strings here; the config layer coerces them where the broker's bean setters would.
 
-Writing: ``dumps(doc)`` reproduces ``JSON.toJSONString(obj, true)`` byte for byte (store-format.md §6.1):
+Writing: ``dumps(doc)`` reproduces ``JSON.toJSONString(obj, true)`` byte for byte (docs/store-format.md):
 a container written at indent depth d puts string-keyed entries on their own line at d+1 TABs and
 closes on a new line at d TABs; integer keys are *not* preceded by a newline (``{0:1,1:2\\n\\t\\t}``);
 ``java.util.List`` values are one element per line, while ``Set``s and primitive arrays are inline
@@ -33,7 +33,7 @@ __all__ = ["loads", "dumps", "dump_bytes", "InlineList", "JFloat", "to_plain", "
 
 
 class TrailingData(FormatError):
-    """A complete JSON value followed by more bytes (faults.md R1: ``{..}old_garbage}``).
+    """A complete JSON value followed by more bytes (docs/faults.md: ``{..}old_garbage}``).
     ``value_end`` is the byte offset just past the value, ``value`` the value itself."""
 
     def __init__(self, message, *, value, value_end: int, trailing: int, **kw):

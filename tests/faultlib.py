@@ -1,4 +1,4 @@
-"""Fault injection on a COPY of a store (faults.md F01-F18), shared by the verify and recover tests.
+"""Fault injection on a COPY of a store (docs/faults.md F01-F18), shared by the verify and recover tests.
 
 Usage:
     root = copy_store(fixture_store_dir, tmp_path / "store")    # never inject into a committed fixture
@@ -14,7 +14,7 @@ Records are located with rmqctl's own reader only to pick a target; the mutation
 byte writing, so a reader bug cannot hide a fault. Pass `file_size=` when the store's commitlog
 file size cannot be inferred from its files (e.g. after deleting them).
 
-`make_store()` writes a small synthetic store with the spec's byte layout (store-format.md §1-§6)
+`make_store()` writes a small synthetic store with the spec's byte layout (docs/store-format.md)
 for tests that must run without the Java oracle; fixture stores from the oracle are preferred.
 Functions here are a stable API: add new ones, don't change signatures.
 """

@@ -1,4 +1,4 @@
-"""Small stores written byte by byte with the broker's layout (store-format.md §1, §3, §6), for the
+"""Small stores written byte by byte with the broker's layout (docs/store-format.md), for the
 Spark tests before/beside the oracle fixtures. Independent of the kernel: records are packed here
 with struct + zlib, so a kernel bug cannot hide in both writer and reader."""
 from __future__ import annotations

@@ -37,7 +37,7 @@ TIMEOUT = 120
 THREADS = 3
 BATCH = 64          # paths per dump process
 # Anything but printable text, \n and \t: C0, DEL, C1, Unicode line separators and bidi controls.
-# Internal fault/rule/spec ids (faults.md F10, R13, store-format §7.7) never reach a user.
+# Internal fault/rule/spec ids (F10, R13, §7.7) never reach a user.
 INTERNAL_ID = re.compile(r"\((?:[^()]*[ ,;])?[FR]\d{1,2}\b|\b(?:faults|F|R)\s?\d{1,2}[,;)]|§\s?\d")
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 # Piped --json is exact JSON: C0 is always escaped there, DEL/C1 may stand inside strings.

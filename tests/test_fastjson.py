@@ -1,4 +1,4 @@
-"""rmqctl.fastjson: the broker's JSON dialect (store-format.md §6.1), on real broker-written files,
+"""rmqctl.fastjson: the broker's JSON dialect (docs/store-format.md, Config JSON files), on real broker-written files,
 on the reference's verified samples, and on generated documents (hypothesis)."""
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_peer_written_quoted_keys_stay_strings():
     assert doc["offsetTable"]["V1UpgradeTopic@V1UpgradeGroup"] == {"0": 1}
 
 
-# --- the layouts verified in store-format.md §6 ------------------------------------------------------
+# --- the layouts of docs/store-format.md, Config JSON files ---------------------------------------------
 
 CONSUMER_OFFSET_5X = (
     '{\n\t"dataVersion":{\n\t\t"counter":3,\n\t\t"stateVersion":0,\n\t\t"timestamp":1700000000000\n\t},\n'

@@ -1,4 +1,4 @@
-"""The spec's test vectors (store-format.md §9), which were executed against the real Java classes,
+"""The spec's test vectors (docs/store-format.md, Worked example), which were executed against the real Java classes,
 decoded by both the Construct declarations and the derived fast codecs."""
 import os
 import struct

@@ -112,7 +112,7 @@ def test_long_properties_take_the_gather_path():
 # -- index files ----------------------------------------------------------------------------------
 
 def ref_index(records, S, N, prev=None, skip=None):
-    """Scalar IndexService.buildIndex + IndexFile.putKey (store-format §4): [(header, slots, items)]."""
+    """Scalar IndexService.buildIndex + IndexFile.putKey (docs/store-format.md, Index files): [(header, slots, items)]."""
     files, cur = [], None
 
     def new():

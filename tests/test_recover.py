@@ -225,7 +225,7 @@ def test_rebuild_cq_one_queue_only(cli, tmp_path):
 # -- builders against the spec's vectors ---------------------------------------------------------------
 
 def test_index_builder_matches_spec_vector(tmp_path):
-    """store-format §9.3: the two example records give exactly the documented header, slots and items."""
+    """docs/store-format.md, Worked example: the two example records give exactly the documented header, slots and items."""
     from rmqctl.repair.rebuild_index import IndexRebuilder
 
     S, N = 5_000_000, 20_000_000

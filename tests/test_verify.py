@@ -1,7 +1,7 @@
 """rmqctl verify: clean on every oracle fixture, and each injected fault is reported with exit 4 and the
 exact file and offset.
 
-Fault-matrix rows (shared/reference/faults.md) covered here, per test:
+Fault-matrix rows (docs/faults.md) covered here, per test:
   F01 torn tail ............................ test_fault[torn_tail], test_torn_tail_matches_broker (oracle)
   F02 properties garbage, body CRC valid ... test_fault[property_bit]
   F03 bit flip in the middle ............... test_fault[body_bit], test_fault[header_bit], test_fault[zero_page]

@@ -1,4 +1,4 @@
-"""The broker's config files and how the broker loads them (store-format.md §6.2, faults.md R1-R5).
+"""The broker's config files and how the broker loads them (docs/store-format.md, Config JSON files, docs/faults.md).
 
 ``ConfigManager.load()`` (every version up to 5.3.3): read the main file; if it is missing or empty,
 or if decoding throws, load ``<file>.bak`` instead. ``loadBak()``: a non-empty ``.bak`` that does not
@@ -10,7 +10,7 @@ main file before loading ``.bak``.)
 
 ``load_config(path)`` reproduces that decision and says which copy was used (``Loaded.used``) and what
 the broker would do (``Loaded.verdict``), plus what is wrong with each copy (stale trailing bytes after
-a complete JSON value, faults.md R1, are reported as such). A copy that parses is then judged by meaning,
+a complete JSON value, docs/faults.md, are reported as such). A copy that parses is then judged by meaning,
 as the broker's ``decode()`` binds it (rmqctl.config.meaning): a table of the wrong type makes decode throw
 (the broker loads ``.bak``); a missing or misspelt table loads fine and leaves the broker with an EMPTY
 table (``.bak`` is never read).

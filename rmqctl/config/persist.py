@@ -1,5 +1,5 @@
 """Write a config file the way the broker's persist() does, but safe for every version's loader
-(store-format.md §6.2):
+(docs/store-format.md, Config JSON files):
 
 1. render in the broker's dialect and validate: re-parse what will be written and require it to render
    to the same bytes; never ``null``, never empty;

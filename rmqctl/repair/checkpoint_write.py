@@ -1,4 +1,4 @@
-"""The checkpoint rmqctl writes after a repair (store-format §5.1, §7.7).
+"""The checkpoint rmqctl writes after a repair (docs/store-format.md, Checkpoint; docs/recovery.md).
 
 * physicMsgTimestamp, logicsMsgTimestamp := store timestamp of the last valid record, because after
   the repair every record up to it is on disk and in its consume queue (never raised beyond that);

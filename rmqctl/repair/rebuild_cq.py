@@ -10,7 +10,7 @@ Broker behaviour reproduced (ConsumeQueue.java, 4.9.7 and 5.3.3):
   cqOffset != 0, every unit before it in that file is a pre-blank unit (0, 0x7FFFFFFF, 0);
 * a full file is followed by the next one (start + fileSize); files are always fileSize bytes.
 
-Where rmqctl differs on purpose (store-format §7.7): truncated tails are zero-filled instead of being
+Where rmqctl differs on purpose (docs/recovery.md): truncated tails are zero-filled instead of being
 left as stale units, a file without any valid unit is removed instead of being kept with a bogus
 write position (the 5.3.3 correctMinOffset IAE, R8/R9), and pre-blank units do not count towards
 maxPhysicOffset (the broker would take 0x7FFFFFFF from them).

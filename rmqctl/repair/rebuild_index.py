@@ -1,6 +1,6 @@
 """Build index files from commitlog records exactly as IndexService.buildIndex / IndexFile.putKey do.
 
-Byte-level behaviour reproduced (store-format §4):
+Byte-level behaviour reproduced (docs/store-format.md, Index files):
 * every dispatched record (any transaction type) first gets-or-creates the last file: a file is created
   when there is none or the last is full (indexCount >= maxIndexNum), with begin/end phy offset and
   timestamp copied from the previous file's end (only when > 0);

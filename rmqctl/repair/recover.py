@@ -1,4 +1,4 @@
-"""Offline abnormal recovery (store-format §7.4, §7.6, §7.7), planned, journaled and undoable.
+"""Offline abnormal recovery (docs/recovery.md), planned, journaled and undoable.
 
 What it does, in the order it is applied (the order makes a re-run after kill -9 converge: each step
 is recomputed from the store as it is, and `abort` goes last, so an interrupted repair still looks
