@@ -19,7 +19,7 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
-from rmqctl.dispatch import goes_to_consume_queue, goes_to_index
+from rmqctl.dispatch import goes_to_consume_queue, goes_to_index, lmq_on, lmq_targets, multi_dispatch_on
 from rmqctl.errors import UsageError
 from rmqctl.formats import properties as P
 from rmqctl.formats.consumequeue import PRE_BLANK_SIZE
@@ -193,6 +193,33 @@ class QueryEngine:
 
         return load_queue(self.store, topic, queue_id)
 
+    def queue_offset_in(self, r, topic: str, queue_id: int):
+        """The record's offset in consume queue (topic, queue_id), or None when the broker does not dispatch
+        it there: its own topic/queue, or one of its multi-dispatch targets (INNER_MULTI_DISPATCH) when the
+        store's config follows them."""
+        if not goes_to_consume_queue(r.sys_flag):
+            return None
+        if r.topic == topic and r.queue_id == queue_id:
+            return r.queue_offset
+        cfg = self.store.config
+        if multi_dispatch_on(cfg):
+            for name, qid, qoff in lmq_targets(r.topic, r.queue_id, r.properties, lmq_on(cfg)):
+                if name == topic and qid == queue_id:
+                    return qoff
+        return None
+
+    def in_queue(self, r, topic: str, queue_id: int | None = None) -> bool:
+        """Whether the broker dispatches the record to (topic, queue_id); queue_id None: any queue of topic."""
+        if queue_id is not None:
+            return self.queue_offset_in(r, topic, queue_id) is not None
+        if not goes_to_consume_queue(r.sys_flag):
+            return False
+        if r.topic == topic:
+            return True
+        cfg = self.store.config
+        return multi_dispatch_on(cfg) and any(
+            name == topic for name, _, _ in lmq_targets(r.topic, r.queue_id, r.properties, lmq_on(cfg)))
+
     def _unit_record(self, topic, queue_id, qoff, unit):
         phys, size, _ = unit
         if phys == 0 and size == PRE_BLANK_SIZE:
@@ -203,7 +230,7 @@ class QueryEngine:
             self.problem(f"consume queue {topic}/{queue_id} offset {qoff} points at commitlog offset {phys} "
                          f"size {size}: {bad}")
             return None
-        if r.total_size != size or r.topic != topic or r.queue_id != queue_id:
+        if r.total_size != size or self.queue_offset_in(r, topic, queue_id) is None:
             self.problem(f"consume queue {topic}/{queue_id} offset {qoff} points at commitlog offset {phys} "
                          f"size {size}, but the message there is {r.topic}/{r.queue_id} size {r.total_size}")
         return self._checked(r, bad, phys)
@@ -214,9 +241,11 @@ class QueryEngine:
         try:
             if not v.files:
                 self.note(f"no consume queue {topic}/{queue_id}: scanning the commitlog")
-                yield from self._scan(lambda r: r.topic == topic and r.queue_id == queue_id
-                                      and goes_to_consume_queue(r.sys_flag)
-                                      and offset <= r.queue_offset < offset + count, limit=count)
+                def want(r):
+                    qo = self.queue_offset_in(r, topic, queue_id)
+                    return qo is not None and offset <= qo < offset + count
+
+                yield from self._scan(want, limit=count)
                 return
             lo, hi = v.min_offset, v.max_offset
             if not lo <= offset < hi:
@@ -239,8 +268,7 @@ class QueryEngine:
         try:
             if not v.files:
                 self.note(f"no consume queue {topic}/{queue_id}: scanning the commitlog")
-                yield from self._scan(lambda r: r.topic == topic and r.queue_id == queue_id
-                                      and goes_to_consume_queue(r.sys_flag) and r.store_timestamp >= timestamp,
+                yield from self._scan(lambda r: r.store_timestamp >= timestamp and self.in_queue(r, topic, queue_id),
                                       limit=count)
                 return
             try:
@@ -275,9 +303,8 @@ class QueryEngine:
         if not qids:
             which = topic if queue_id is None else f"{topic}/{queue_id}"
             self.note(f"no consume queue for {which}: scanning the commitlog")
-            yield from self._scan(lambda r: r.topic == topic and queue_id in (None, r.queue_id)
-                                  and goes_to_consume_queue(r.sys_flag)
-                                  and begin <= r.store_timestamp <= end, limit=limit, keep="first")
+            yield from self._scan(lambda r: begin <= r.store_timestamp <= end and self.in_queue(r, topic, queue_id),
+                                  limit=limit, keep="first")
             return
         pick = CommitLogTimes(self.store)
         views = []

@@ -39,7 +39,8 @@ Messages schema (one row per message record, in commitlog order within a store):
 
 Dispatch rows (kind 'cq': one per consume-queue unit, incl. LMQ targets; kind 'index': one per
 index key): store, kind, topic, queue_id, queue_offset, physical_offset, size, tags_code,
-store_timestamp, key.
+store_timestamp, key. tags_code is the dispatched tagsCode; with enableConsumeQueueExt the unit on disk
+holds an address into consumequeue_ext instead, and this code is in the ext unit.
 """
 from __future__ import annotations
 
