@@ -21,10 +21,11 @@ os.environ.setdefault("NO_COLOR", "1")
 os.environ.setdefault("COLUMNS", "120")
 
 
-# `-m "not oracle and not spark"` (the minimum-versions run) is only honest if every test that starts
-# the oracle or Spark carries the marker: a test that does so unmarked fails here. Seen from the
-# subprocesses a test starts: tests/oracle/*, spark-submit (an in-process SparkSession), and an
-# rmqctl child running stats/export/--engine spark (other than --help).
+# `-m "not oracle and not spark_cluster"` (the minimum-versions run) and `-m "not spark"` are only honest
+# if every test that starts the oracle, Spark or a Spark cluster carries the marker: a test that does so
+# unmarked fails here. Seen from the subprocesses a test starts: tests/oracle/*, a standalone master or
+# worker, spark-submit (an in-process SparkSession), and an rmqctl child running stats/export/--engine
+# spark (other than --help and --engine local).
 _RUNNING: dict = {"item": None}
 
 
@@ -32,6 +33,8 @@ def _needs(argv: list[str]) -> str | None:
     text = " ".join(argv)
     if "tests/oracle/" in text:
         return "oracle"
+    if "org.apache.spark.deploy." in text:      # a standalone master or worker
+        return "spark_cluster"
     local = any(a == "--engine" and b == "local" for a, b in zip(argv, argv[1:]))   # stats in-process
     if "spark-submit" in text or ("rmqctl" in text and ({"stats", "export", "spark"} & set(argv))
                                   and not ({"-h", "--help"} & set(argv)) and not local):

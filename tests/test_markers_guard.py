@@ -1,5 +1,5 @@
 """The conftest guard: a test that starts the oracle or Spark without its marker fails, so that
-`-m "not oracle and not spark"` (the minimum-versions run) really leaves them all out."""
+`-m "not oracle and not spark_cluster"` (the minimum-versions run) really leaves them out."""
 import subprocess
 import sys
 
