@@ -124,7 +124,10 @@ class Store:
     # --- commitlog -------------------------------------------------------------------------
     @cached_property
     def commitlog(self) -> FileQueue:
-        return FileQueue.scan(self.commitlog_dir, root=self.root)
+        # storePathCommitLog on another disk is part of the store by the broker's own config: links are judged
+        # against that directory there
+        d = self.commitlog_dir
+        return FileQueue.scan(d, root=self.root if self.config.commitlog_path is None else d.parent)
 
     # --- consume queues --------------------------------------------------------------------
     def queues(self, kind: str = "consumequeue") -> list[tuple[str, int]]:
