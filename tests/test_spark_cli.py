@@ -74,3 +74,20 @@ def test_temp_folder_removed_after_ctrl_c(tmp_path):
     assert p.returncode in (130, 0), err[-2000:]         # 0 only if the job finished before the signal
     assert b"Traceback" not in err
     assert _leftovers(tmp_path) == []
+    deadline = time.monotonic() + 20        # and no JVM of that run outlives it
+    while _processes_with(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(str(tmp_path)) == []
+
+
+def _processes_with(tmpdir: str) -> list:
+    """Processes whose environment holds TMPDIR=tmpdir (the rmqctl run under test and its children)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if f"TMPDIR={tmpdir}".encode() in (d / "environ").read_bytes().split(b"\0"):
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out

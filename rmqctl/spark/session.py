@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
@@ -148,7 +149,16 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
         from pyspark.java_gateway import launch_gateway
 
         if SparkContext._gateway is None:
-            gateway = _state["gateway"] = launch_gateway(c, popen_kwargs=popen_kwargs)
+            before = _children()
+            try:
+                gateway = _state["gateway"] = launch_gateway(c, popen_kwargs=popen_kwargs)
+            except BaseException:
+                # Ctrl-C or a failure while the JVM starts: pyspark makes it ignore SIGINT and has not handed
+                # it to us yet; left alone it would outlive us for good (its gateway thread keeps it up)
+                for pid in _children() - before:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                raise
             sc = SparkContext(conf=c, gateway=gateway)
         else:
             sc = SparkContext.getOrCreate(c)
@@ -160,6 +170,25 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
     spark = SparkSession(sc)
     atexit.register(_stop_quietly, spark)
     return spark
+
+
+def _children() -> set:
+    """Our child processes' pids (from /proc; empty where there is none)."""
+    me, out = os.getpid(), set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for n in names:
+        if n.isdigit():
+            try:
+                with open(f"/proc/{n}/stat", "rb") as f:
+                    st = f.read()
+                if int(st[st.rindex(b")") + 2:].split()[1]) == me:
+                    out.add(int(n))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
 
 
 def _last_line(path: str) -> str:
