@@ -28,8 +28,9 @@ def test_man_pages_are_current():
 
 
 # Libraries whose private names rmqctl must not touch (they change without notice between releases).
-# pyspark is not listed: rmqctl.spark still reaches the JVM through its py4j handles (_jvm, _jsc).
-STRICT_LIBS = ("click", "rich", "construct", "numpy", "pandas", "pyarrow", "crcmod", "isal")
+STRICT_LIBS = ("click", "rich", "construct", "numpy", "pandas", "pyarrow", "crcmod", "isal", "pyspark", "py4j")
+# pyspark's private handles to the JVM, reached through objects rather than module names
+PY4J_HANDLES = {"_jvm", "_jsc", "_gateway", "_jsparkSession", "_jdf", "_active_spark_context"}
 
 
 def _private_uses(path):
@@ -46,13 +47,14 @@ def _private_uses(path):
             if any(part.startswith("_") for part in node.module.split(".")) or \
                     any(a.name.startswith("_") for a in node.names):
                 out.append(f"{path.name}:{node.lineno}: from {node.module} import ...")
+            aliases.update(a.asname or a.name for a in node.names)      # classes too: SparkContext._gateway
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
             base = node.value
             while isinstance(base, ast.Attribute):
                 base = base.value
-            if isinstance(base, ast.Name) and base.id in aliases:
-                out.append(f"{path.name}:{node.lineno}: {base.id}....{node.attr}")
+            if isinstance(base, ast.Name) and base.id in aliases or node.attr in PY4J_HANDLES:
+                out.append(f"{path.name}:{node.lineno}: {getattr(base, 'id', '?')}....{node.attr}")
     return out
 
 

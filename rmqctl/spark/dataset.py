@@ -300,32 +300,33 @@ def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> l
     return out
 
 
-def _hadoop_fs(spark, uri):
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
-
-
 def _hadoop_list(spark, uri) -> list:
+    """The commitlog files under a Hadoop URI (name = start offset), through Spark's binaryFile source
+    (its file listing; the content column is never selected, so no file is read)."""
+    from pyspark.errors import AnalysisException
+
     from rmqctl.formats import OFFSET_NAME
 
-    fs, path = _hadoop_fs(spark, uri)
-    if not fs.exists(path):
+    try:
+        rows = spark.read.format("binaryFile").load(uri).select("path", "length").collect()
+    except AnalysisException:       # no such directory
         return []
     files = []
-    for st in fs.listStatus(path):
-        name = st.getPath().getName()
-        if st.isFile() and OFFSET_NAME.match(name):
-            files.append((st.getPath().toString(), int(name), int(st.getLen())))
+    for r in rows:
+        name = r["path"].rstrip("/").rsplit("/", 1)[-1]
+        if OFFSET_NAME.match(name):
+            files.append((r["path"], int(name), int(r["length"])))
     files.sort(key=lambda f: f[1])
     return files
 
 
 def _hadoop_read(spark, uri) -> bytes | None:
-    fs, path = _hadoop_fs(spark, uri)
-    if not fs.exists(path):
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        rows = spark.sparkContext.binaryFiles(uri).collect()
+    except Py4JJavaError:           # no such file
         return None
-    rows = spark.sparkContext.binaryFiles(uri).collect()
     return bytes(rows[0][1]) if rows else None
 
 

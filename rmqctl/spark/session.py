@@ -148,7 +148,7 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
     try:
         from pyspark.java_gateway import launch_gateway
 
-        if SparkContext._gateway is None:
+        if "gateway" not in _state:     # our own JVM, launched once per process
             before = _children()
             try:
                 gateway = _state["gateway"] = launch_gateway(c, popen_kwargs=popen_kwargs)
