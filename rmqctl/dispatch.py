@@ -8,6 +8,8 @@ from rmqctl.formats.index import java_string_hash
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 RETRY_PREFIX, DLQ_PREFIX, LMQ_PREFIX, SYS_PREFIX = "%RETRY%", "%DLQ%", "%LMQ%", "rmq_sys_"
+# the bytes that open a multi-dispatch offsets property: a cheap search before parsing properties
+MULTI_OFFSET_PROPERTY = (P.INNER_MULTI_QUEUE_OFFSET + P.NAME_VALUE_SEPARATOR).encode("ascii")
 
 
 def goes_to_consume_queue(sys_flag: int) -> bool:

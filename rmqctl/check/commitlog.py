@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from rmqctl import scan
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
-from rmqctl.dispatch import SCHEDULE_TOPIC, lmq_targets, tags_code
+from rmqctl.dispatch import MULTI_OFFSET_PROPERTY as _MULTI_OFFSET, SCHEDULE_TOPIC, lmq_targets, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.index import java_string_hash
 from rmqctl.formats.properties import parse_properties
@@ -881,7 +881,6 @@ class _RangeScan:
 
 
 _ZEROS = bytes(1 << 20)
-_MULTI_OFFSET = b"INNER_MULTI_QUEUE_OFFSET\x01"
 
 
 def _skip_hole(fd: int, pos: int, end: int) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 from rmqctl import dispatch as D
 from rmqctl.formats import commitlog as cl
 from rmqctl.formats.index import java_string_hash
+from rmqctl.formats import properties as P
 from rmqctl.formats.properties import parse_properties
 from rmqctl.scan import BLANK_RECORD
 from rmqctl.scanvec import walk_file
@@ -282,18 +283,15 @@ def tags_codes(batch, props: Props, topic_ids: np.ndarray, topics: Topics, delay
     return code
 
 
-_MULTI_OFFSET = b"INNER_MULTI_QUEUE_OFFSET\x01"
-
-
 def has_multi_dispatch(batch) -> bool:
     """Whether any record of the batch may carry multi-dispatch offsets (cheap byte search)."""
-    return _MULTI_OFFSET in batch.raw
+    return D.MULTI_OFFSET_PROPERTY in batch.raw
 
 
 def multi_targets(batch, props: Props, rows: np.ndarray, topic_ids: np.ndarray, topics: Topics, enable_lmq: bool):
     """Multi-dispatch targets (ConsumeQueue.multiDispatchLmqQueue) of the records `rows`: arrays
     (position into rows, target topic id, target queue id, target queue offset), or None."""
-    has, _, _ = props.value(b"INNER_MULTI_QUEUE_OFFSET")
+    has, _, _ = props.value(P.INNER_MULTI_QUEUE_OFFSET.encode("ascii"))
     cand = np.flatnonzero(has[rows])
     if not len(cand):
         return None
