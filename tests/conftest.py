@@ -64,6 +64,16 @@ def pytest_runtest_protocol(item, nextitem):
         _RUNNING["item"] = None
 
 
+def writable_store(dest: Path, name: str = "basic-multifile-v5") -> Path:
+    """A copy of fixture store `name` at `dest`, owner-writable throughout (the committed files may not be)."""
+    import shutil
+
+    shutil.copytree(FIXTURES / "stores" / name / "store", dest)
+    for p in [dest, *dest.rglob("*")]:
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return dest
+
+
 def real_world_files() -> list[Path]:
     """Every file under fixtures/real-world (written by real brokers), except the manifest/README."""
     out = sorted(p for p in REAL_WORLD.rglob("*")

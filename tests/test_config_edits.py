@@ -2,22 +2,18 @@
 offsets outside the queue's range, and `config diff` on copies that differ only in layout."""
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
 
 from rmqctl import fastjson as fj
 
-from conftest import FIXTURES
+from conftest import writable_store
 
 
 @pytest.fixture
 def store(tmp_path):
-    s = tmp_path / "store"
-    shutil.copytree(FIXTURES / "stores/basic-multifile-v5/store", s)
-    for p in [s, *s.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    s = writable_store(tmp_path / "store")
     (s / "config").mkdir(exist_ok=True)
     return s
 

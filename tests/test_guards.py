@@ -3,21 +3,16 @@ the closest names (exit 2), not a full commitlog scan; --scan (query) / --includ
 go on anyway."""
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import run_cli, writable_store
 
 
 @pytest.fixture
 def store(tmp_path):
-    s = tmp_path / "store"
-    shutil.copytree(FIXTURES / "stores/basic-multifile-v5/store", s)
-    for p in [s, *s.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return s
+    return writable_store(tmp_path / "store")
 
 
 def _queues(store, topic):

@@ -1,14 +1,12 @@
 """mqadmin's verbs and short flags (aliases of rmqctl commands), their table in --help and the README."""
 from __future__ import annotations
 
-import os
-import shutil
 
 import pytest
 
 from rmqctl.cli.mqadmin import VERBS, readme_table, translate
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, writable_store
 
 STORE = FIXTURES / "stores/basic-multifile-v5/store"
 
@@ -53,11 +51,7 @@ def test_msg_id_alias(cli):
 
 @pytest.fixture
 def store(tmp_path):
-    s = tmp_path / "store"
-    shutil.copytree(STORE, s)
-    for p in [s, *s.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return s
+    return writable_store(tmp_path / "store")
 
 
 def test_config_aliases(cli, store):

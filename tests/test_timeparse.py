@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
-import shutil
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -12,7 +10,7 @@ import pytest
 from rmqctl.errors import UsageError
 from rmqctl.timeparse import parse_time
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, writable_store
 
 NOW = 1_800_000_000_000
 
@@ -75,11 +73,7 @@ def _echoes(stderr: bytes) -> dict:
 @pytest.mark.spark
 @pytest.mark.parametrize("tz", ["UTC", "Asia/Shanghai"])
 def test_same_string_same_instant_in_every_command(tmp_path, tz):
-    src = FIXTURES / "stores/basic-multifile-v5/store"
-    store = tmp_path / "store"
-    shutil.copytree(src, store)
-    for p in store.rglob("*"):
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    store = writable_store(tmp_path / "store")
     text = "2026-11-26#03:00:00:000"
     want = _ms(2026, 11, 26, 3, 0, 0, tz=ZoneInfo(tz))
     env = {"TZ": tz}
