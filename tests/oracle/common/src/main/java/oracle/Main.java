@@ -57,6 +57,7 @@ public final class Main {
         "  restart --store DIR [--conf FILE.json]      (in place: load/recover, start, dispatch, shutdown)",
         "  expire --store DIR [--conf FILE.json] [--hours H]   (in place: the broker's own file expiry)",
         "  hold-lock --store DIR",
+        "  compaction-write --scenario F --store DIR | compaction-read|compaction-restart --store DIR [--conf F]  (5.x)",
         "  version");
 
     static class UsageException extends RuntimeException {
@@ -162,6 +163,27 @@ public final class Main {
             case "hold-lock": {
                 Map<String, String> o = opts(args, 1);
                 return HoldLock.run(need(o, "store"));
+            }
+            case "compaction-write":
+            case "compaction-read":
+            case "compaction-restart": {
+                // 5.x only (oracle/Compaction.java lives in the v5 module): write/read stores with compaction topics
+                Map<String, String> o = opts(args, 1);
+                Class<?> k;
+                try {
+                    k = Class.forName("oracle.Compaction");
+                } catch (ClassNotFoundException e) {
+                    throw new UsageException(cmd + ": RocketMQ " + c.version() + " has no compaction store");
+                }
+                String m = cmd.substring("compaction-".length());
+                java.lang.reflect.Method fn = k.getDeclaredMethod(m, Compat.class, String.class, String.class);
+                fn.setAccessible(true);
+                @SuppressWarnings("unchecked")
+                Map<String, Object> r = (Map<String, Object>) fn.invoke(null, c,
+                    m.equals("write") ? need(o, "scenario") : need(o, "store"),
+                    m.equals("write") ? need(o, "store") : o.get("conf"));
+                emit(r);
+                return Boolean.FALSE.equals(r.get("load_ok")) ? 3 : 0;
             }
             default:
                 throw new UsageException("unknown command " + cmd);
