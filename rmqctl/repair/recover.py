@@ -424,6 +424,11 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     # ---- timer checkpoint (after the checkpoint: a timer-only change must not rewrite it) ------
     _timer_plan(store, states, ctx)
 
+    # ---- compaction store (5.x): the broker's load and, in an abnormal recovery, its re-dispatch --------
+    from rmqctl.repair import compaction as RCMP
+
+    RCMP.recover_plan(store, ctx, plan.commitlog.get("scan_start", 0) if plan.abort else None, cut)
+
     # ---- abort: last ---------------------------------------------------------------------
     if plan.abort:
         plan.add(Action("remove_abort", "abort", "commitlog, consume queues, index and checkpoint are consistent: "
@@ -1217,6 +1222,9 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
                                 "commitlog belongs in this file", group="consumequeue", payload=f.path))
             _ext_actions(store, plan, st, t, q)
         plan.summary = {"queues": len(states), "units": sum(s.added for s in states.values())}
+        from rmqctl.repair import compaction as RCMP
+
+        RCMP.rebuild_plan(store, ctx, topic=topic, queue=queue)
     else:
         built = rebuilder.finish()
         names = set()

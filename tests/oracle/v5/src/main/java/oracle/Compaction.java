@@ -325,7 +325,7 @@ final class Compaction {
         out.put("positions", positions(store));
         List<Object> queues = new ArrayList<>();
         for (Map.Entry<String, Object> e : logs(store).entrySet()) {
-            queues.add(queueView(store, e.getKey(), e.getValue()));
+            queues.add(queueView(store, e.getKey(), e.getValue(), ctopics));
         }
         out.put("queues", queues);
         if (shutdown) {
@@ -344,7 +344,8 @@ final class Compaction {
         return r;
     }
 
-    static Map<String, Object> queueView(DefaultMessageStore store, String key, Object clog) throws Exception {
+    static Map<String, Object> queueView(DefaultMessageStore store, String key, Object clog, TreeSet<String> ctopics)
+        throws Exception {
         Map<String, Object> q = new LinkedHashMap<>();
         String topic = (String) field(clog, "topic");
         int qid = (Integer) field(clog, "queueId");
@@ -394,6 +395,12 @@ final class Compaction {
         }
         q.put("units", units);
         // what a consumer pulling the queue gets (DefaultMessageStore.getMessage -> CompactionStore.getMessage)
+        if (!ctopics.contains(topic)) {
+            // the topic is no longer COMPACTION: getMessage serves it from its consume queue, not from here
+            q.put("messages", null);
+            q.put("key", key);
+            return q;
+        }
         List<Object> msgs = new ArrayList<>();
         long off = Math.max(min, 0);
         guard = 0;

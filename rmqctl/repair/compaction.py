@@ -1,0 +1,272 @@
+"""Compaction CQ regeneration (`rebuild cq`) and the broker's re-dispatch into compaction logs (`recover`).
+
+Both reproduce the broker's writers byte for byte (CompactionLog.asyncPutMessage with
+CompactionAppendMessageCallback, SparseConsumeQueue.putBatchMessagePositionInfo / putEndPositionInfo, 5.3.3):
+  * a record copied from the commitlog keeps its bytes except PHYSICALOFFSET (its position in the compaction log);
+  * its CQ unit is (position, size, tagsCode, storeTimestamp, queueOffset, batchSize 1, -1, 0);
+  * a log file is closed when its CQ file has no room for one more unit plus the end unit, or the record and an
+    8-byte BLANK header do not fit: the log gets a BLANK header (size, 0xCBD43194), the CQ an end unit
+    (-1, 0, 0, 0, 0, 0, -1, 0); the next log and CQ files (same name) start at the next log-file offset;
+  * a file written by a compaction run ends in zeros (no BLANK: CompactionAppendEndMsgCallback writes its 8 bytes
+    into a scratch buffer) and its CQ file has no end unit.
+Files are never deleted unless the broker itself deletes them at load (log files past the CQ's end).
+"""
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+from rmqctl.repair.plan import Action
+from rmqctl.scan import BLANK_RECORD, FileWalk
+from rmqctl.store import compaction as C
+from rmqctl.store.commitlog import open_ro
+
+_Q = struct.Struct(">q")
+_BLANK = struct.Struct(">ii")
+PHYS_POS = 28         # PHYSICALOFFSET in a commitlog-format record
+QOFF_POS = 20         # QUEUEOFFSET
+
+
+def _tags(topic: str, props: dict) -> int:
+    from rmqctl import dispatch as D
+
+    tags = props.get("TAGS")
+    return D.tags_code(topic, {"TAGS": tags}, 0, ()) if tags else 0
+
+
+def walk_log(f: C.CFile, log_size: int):
+    """(records, stop) of one compaction log file: records are (offset, size, tags, store_ts, queue_offset, keys)."""
+    out = []
+    with open_ro(f.path) as fd:
+        w = FileWalk(fd, f.start, min(f.size, log_size), check_crc=True, check_phys=True, check_prop_crc=False,
+                     path=str(f.path))
+        for r in w:
+            props = r.properties
+            out.append((r.offset, r.total_size, _tags(r.topic, props), r.store_timestamp, r.queue_offset,
+                        props.get("KEYS"), r.topic, r.queue_id, r.body_length))
+    return out, w.stop
+
+
+def expected_cq(f: C.CFile, sz: C.Sizes) -> tuple[bytes, object, int]:
+    """The CQ file the broker wrote for log file f: (bytes, walk stop, units)."""
+    recs, stop = walk_log(f, sz.log)
+    buf = bytearray(sz.cq)
+    n = 0
+    for off, size, tags, ts, qo, *_ in recs:
+        if (n + 1) * C.UNIT_SIZE > sz.cq:
+            break
+        C.UNIT.pack_into(buf, n * C.UNIT_SIZE, off, size, tags, ts, qo, 1, -1, 0)
+        n += 1
+    if stop is not None and stop.kind == BLANK_RECORD and (n + 1) * C.UNIT_SIZE <= sz.cq:
+        buf[n * C.UNIT_SIZE:(n + 1) * C.UNIT_SIZE] = C.END_UNIT
+    return bytes(buf), stop, n
+
+
+def _rel(root: Path, p: Path) -> str:
+    try:
+        return str(Path(p).relative_to(root))
+    except ValueError:
+        return str(p)
+
+
+def _stage(staging: Path, rel: str, data: bytes) -> Path:
+    from rmqctl.repair.rebuild_cq import write_staged
+
+    p = staging / "compaction" / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    write_staged(p, data)
+    return p
+
+
+def rebuild_plan(store, ctx, *, topic=None, queue=None, conf: dict | None = None) -> None:
+    """`rebuild cq`: every compaction CQ file regenerated from its log file; only files whose bytes differ (or are
+    missing) are replaced. CQ files without a log file and anything not understood are left, with a note."""
+    plan, root = ctx.plan, store.root
+    qs = [q for q in C.queues(root) if (topic is None or q.topic == topic) and (queue is None or q.queue_id == queue)]
+    if not qs:
+        return
+    sz = C.sizes(root, conf)
+    changed = units = 0
+    for q in qs:
+        if not q.has_log_dir:
+            plan.notes.append(f"compaction CQ {q.topic}/{q.queue_id} has no compaction log: left as it is (the broker "
+                              "does not load it)")
+            continue
+        for p, why in q.strays:
+            plan.notes.append(f"{_rel(root, p)}: {why}; left as it is")
+        names = {f.name for f in q.log_files}
+        for f in q.cq_files:
+            if f.name not in names:
+                plan.notes.append(f"{_rel(root, f.path)}: no compaction log file of that name; left as it is (the "
+                                  "broker fails to load the queue while it is there)")
+        for f in q.log_files:
+            if f.size != sz.log:
+                plan.notes.append(f"{_rel(root, f.path)}: {f.size} bytes, not the compaction log size {sz.log}; its CQ "
+                                  "file is not regenerated")
+                continue
+            data, stop, n = expected_cq(f, sz)
+            units += n
+            target = q.cq_dir / f.name
+            if stop is not None and not stop.normal:
+                plan.notes.append(f"{_rel(root, f.path)}: {stop.kind} at offset {stop.offset}: its CQ covers the "
+                                  "records before it")
+            if target.is_file() and target.stat().st_size == len(data) and target.read_bytes() == data:
+                continue
+            rel = _rel(root, target)
+            staged = _stage(ctx.staging, rel, data)
+            changed += 1
+            plan.add(Action("write_file" if target.exists() else "create_file", rel,
+                            f"compaction CQ {q.topic}/{q.queue_id} regenerated from its log file ({n} units)",
+                            group="compaction", payload=(target, staged)))
+    plan.summary = {**plan.summary, "compaction_queues": len(qs), "compaction_cq_files_changed": changed,
+                    "compaction_units": units}
+
+
+class _Appender:
+    """One compaction queue after the broker's load, appended to as CompactionLog.asyncPutMessage does."""
+
+    def __init__(self, q: C.CompactionQueue, sz: C.Sizes, v: C.Verdict):
+        self.q, self.sz = q, sz
+        self.files: dict = {}         # path -> bytearray (touched files)
+        self.created: set = set()
+        self.deleted = list(v.deletes)
+        logs = [f for f in q.log_files if f.size > 0 and f not in v.deletes]
+        cqs = [f for f in q.cq_files if f.size > 0]
+        self.log_start = logs[-1].start if logs else None
+        self.log_wrote = (v.log_end - self.log_start if v.log_end is not None else sz.log) if logs else 0
+        self.cq_start = cqs[-1].start if cqs else None
+        self.cq_wrote = v.cq_ends.get(self.cq_start, 0) if cqs else 0
+        self.max_offset = C.cq_max_offset(q, sz, v)
+        self.max_phy_in_cq = v.max_phy
+        self.added = 0
+
+    def _buf(self, path: Path, size: int) -> bytearray:
+        b = self.files.get(path)
+        if b is None:
+            if path.exists() and path not in self.created:
+                with open(path, "rb") as fh:
+                    b = bytearray(fh.read(size))
+                b.extend(bytes(size - len(b)))
+            else:
+                b = bytearray(size)
+                self.created.add(path)
+            self.files[path] = b
+        return b
+
+    def _roll(self) -> None:
+        start = 0 if self.log_start is None else self.log_start + self.sz.log
+        self.log_start, self.log_wrote = start, 0
+        self.cq_start, self.cq_wrote = start, 0
+        name = f"{start:020d}"
+        for d, size in ((self.q.log_dir, self.sz.log), (self.q.cq_dir, self.sz.cq)):
+            p = d / name
+            self.files.pop(p, None)
+            self.created.add(p)
+            self._buf(p, size)
+
+    def put(self, raw: bytes, queue_offset: int, keys: str | None, tags: int, store_ts: int) -> bool:
+        if self.max_offset - 1 >= queue_offset:        # "fix duplicate"
+            return False
+        if not keys or not keys.strip():               # StringUtils.isBlank(keys): never in the compaction log
+            return False
+        if self.log_start is None or self.log_wrote >= self.sz.log or self.cq_wrote >= self.sz.cq:
+            self._roll()
+        for attempt in (0, 1):
+            log = self._buf(self.q.log_dir / f"{self.log_start:020d}", self.sz.log)
+            cq = self._buf(self.q.cq_dir / f"{self.cq_start:020d}", self.sz.cq)
+            n = len(raw)
+            max_blank = self.sz.log - self.log_wrote
+            if self.cq_wrote + C.UNIT_SIZE >= self.sz.cq or n + C.END_FILE_MIN_BLANK_LENGTH > max_blank:
+                if self.cq_wrote < self.sz.cq:
+                    cq[self.cq_wrote:self.cq_wrote + C.UNIT_SIZE] = C.END_UNIT
+                    self.cq_wrote += C.UNIT_SIZE
+                _BLANK.pack_into(log, self.log_wrote, max_blank, C.BLANK_MAGIC)
+                self.log_wrote = self.sz.log
+                if attempt:
+                    return False
+                self._roll()
+                continue
+            pos = self.log_start + self.log_wrote
+            log[self.log_wrote:self.log_wrote + n] = raw
+            _Q.pack_into(log, self.log_wrote + PHYS_POS, pos)
+            C.UNIT.pack_into(cq, self.cq_wrote, pos, n, tags, store_ts, queue_offset, 1, -1, 0)
+            self.log_wrote += n
+            self.cq_wrote += C.UNIT_SIZE
+            self.max_offset = queue_offset + 1
+            self.added += 1
+            return True
+        return False
+
+
+def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
+    """`recover`: what the broker's load and re-dispatch leave in the compaction store. Every record of a
+    COMPACTION topic (config/topics.json) in [scan_start, cut) goes through CompactionLog.asyncPutMessage's rules
+    (queue offsets the CQ already has are skipped, keyless records never enter). scan_start None (no abort: a
+    normal recovery re-dispatches nothing old): only the load's own effects. A queue the broker would refuse is left
+    as it is, with a problem."""
+    plan, root = ctx.plan, store.root
+    topics = C.compaction_topics(root)
+    qs = C.queues(root)
+    if not topics and not qs:
+        return
+    sz = C.sizes(root)
+    apps: dict = {}
+    for q in qs:
+        v = C.verdict(q, sz)
+        if v.fails_broker:
+            plan.problems.append(f"compaction {q.topic}/{q.queue_id}: {v.why}; `rmqctl rebuild cq` regenerates "
+                                 "missing compaction CQ files from their logs")
+            continue
+        if not v.loads:
+            plan.notes.append(f"compaction {q.topic}/{q.queue_id}: {v.why}; left as it is")
+            apps[(q.topic, q.queue_id)] = None
+            continue
+        apps[(q.topic, q.queue_id)] = _Appender(q, sz, v)
+    if topics and scan_start is not None:
+        from rmqctl.store.commitlog import open_ro as _open
+
+        base = root / "compaction"
+        for f in store.commitlog.files:
+            if f.start + f.size <= scan_start or f.start >= cut:
+                continue
+            with _open(f.path) as fd:
+                w = FileWalk(fd, f.start, f.size, max(0, scan_start - f.start), min(f.size, cut - f.start),
+                             check_crc=False, check_phys=False, check_prop_crc=False, path=str(f.path))
+                for r in w:
+                    if r.topic not in topics:
+                        continue
+                    key = (r.topic, r.queue_id)
+                    if key not in apps:
+                        q = C.CompactionQueue(root, r.topic, r.queue_id, base / C.LOG_DIR / r.topic / str(r.queue_id),
+                                              base / C.CQ_DIR / r.topic / str(r.queue_id))
+                        apps[key] = _Appender(q, sz, C.Verdict(True))
+                    a = apps[key]
+                    if a is None:
+                        continue
+                    props = r.properties
+                    a.put(r.raw, r.queue_offset, props.get("KEYS"), _tags(r.topic, props), r.store_timestamp)
+    added = 0
+    for key, a in sorted(apps.items()):
+        if a is None:
+            continue
+        for f in a.deleted:
+            plan.add(Action("delete_file", _rel(root, f.path), f"compaction log {key[0]}/{key[1]}: starts after the "
+                            "end of its CQ; the broker deletes it at load", group="compaction", payload=f.path))
+        for path, data in sorted(a.files.items()):
+            if path.exists() and path not in a.created and path.read_bytes() == bytes(data):
+                continue
+            if path.exists() and path.read_bytes() == bytes(data):
+                continue
+            rel = _rel(root, path)
+            staged = _stage(ctx.staging, rel, bytes(data))
+            plan.add(Action("write_file" if path.exists() else "create_file", rel,
+                            f"compaction {key[0]}/{key[1]}: {a.added} record(s) the broker's recovery re-dispatches",
+                            group="compaction", payload=(path, staged)))
+        added += a.added
+    if added or any(a.group == "compaction" for a in plan.actions):
+        plan.summary = {**plan.summary, "compaction_records_added": added}
+
+
+__all__ = ["rebuild_plan", "recover_plan", "expected_cq", "walk_log"]
+_ = os

@@ -1,0 +1,264 @@
+"""The 5.x compaction store (CompactionStore / CompactionLog / SparseConsumeQueue) as the broker reads it.
+
+Per compaction queue <topic>/<qid>:
+  compaction/compactionLog/<topic>/<qid>/<20 digits>  commitlog-format records (PHYSICALOFFSET = the position in
+                                                      the compaction log, QUEUEOFFSET the original one)
+  compaction/compactionCq/<topic>/<qid>/<20 digits>   46-byte units, one CQ file per log file, SAME NAME
+  compaction/position-checkpoint                      {"queueOffsetMap": {"<topic>_<qid>": last compacted offset}}
+
+What the broker does with them when it loads (CompactionStore.load -> CompactionLog.load -> TopicPartitionLog.init,
+5.3.3; checked with the oracle, tests/test_compaction.py):
+  * a log directory without its CQ directory (or a CQ directory without its log directory): the queue is not
+    loaded; the files stay; the broker serves nothing of the queue from the compaction store and every later
+    dispatch to it fails;
+  * a file whose size differs from the configured size: the queue is not loaded (IOException, caught);
+  * the CQ is recovered (SparseConsumeQueue.recover: per file, valid units from the start: offset >= 0,
+    size > 0, msgBaseOffset >= 0, batchSize > 0); the last valid unit of the LAST CQ file gives maxPhyOffsetInLog
+    (offset + size); log files that start after it are DELETED, the one holding it ends there;
+  * then every log file must have a CQ file of the same name and vice versa, else load() of the whole broker
+    fails ("log file mismatch with consumeQueue file"); a "*.delete" file left by an interrupted compaction also
+    fails it.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmqctl.formats import OFFSET_NAME
+from rmqctl.formats import batch_consumequeue as bcqf
+from rmqctl.formats.compaction import (COMPACTION_CQ_DEFAULT_FILE_SIZE, COMPACTION_LOG_DEFAULT_FILE_SIZE,
+                                       compaction_log_size)
+
+UNIT = struct.Struct(">qiqqqhii")
+UNIT_SIZE = bcqf.UNIT_SIZE
+assert UNIT.size == UNIT_SIZE
+END_UNIT = UNIT.pack(-1, 0, 0, 0, 0, 0, bcqf.INVALID_POS, 0)   # SparseConsumeQueue.putEndPositionInfo
+LOG_DIR, CQ_DIR = "compactionLog", "compactionCq"
+BLANK_MAGIC = -875286124
+END_FILE_MIN_BLANK_LENGTH = 8
+
+
+def unit_valid(u) -> bool:
+    """SparseConsumeQueue.recover / getMax: offset >= 0, size > 0, msgBaseOffset >= 0, batchSize > 0."""
+    return u[0] >= 0 and u[1] > 0 and u[4] >= 0 and u[5] > 0
+
+
+@dataclass
+class CFile:
+    path: Path
+    start: int
+    size: int
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+@dataclass
+class CompactionQueue:
+    root: Path
+    topic: str
+    queue_id: int
+    log_dir: Path
+    cq_dir: Path
+    log_files: list = field(default_factory=list)
+    cq_files: list = field(default_factory=list)
+    strays: list = field(default_factory=list)       # (path, why): names the broker cannot load
+    has_log_dir: bool = False
+    has_cq_dir: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.topic}_{self.queue_id}"
+
+    def read_cq(self, f: CFile, cq_size: int) -> list:
+        with open(f.path, "rb") as fh:
+            data = fh.read(min(f.size, cq_size))
+        n = len(data) // UNIT_SIZE
+        return [UNIT.unpack_from(data, i * UNIT_SIZE) for i in range(n)]
+
+
+def _scan_dir(d: Path) -> tuple[list, list]:
+    files, strays = [], []
+    if not d.is_dir():
+        return files, strays
+    for n in sorted(os.listdir(d)):
+        p = d / n
+        if p.is_dir():
+            continue          # MappedFileQueue.load skips directories (e.g. a leftover compacting/)
+        if OFFSET_NAME.match(n):
+            files.append(CFile(p, int(n), p.stat().st_size))
+        else:
+            strays.append((p, "not a 20-digit offset name: the broker fails to load the queue's files"
+                           if not n.endswith(".delete") else
+                           "left by an interrupted compaction (renameToDelete): the broker fails to start on it"))
+    return files, strays
+
+
+def queues(root: Path) -> list[CompactionQueue]:
+    """Every <topic>/<qid> with a log or a CQ directory (non-numeric queue directories skipped, as the broker)."""
+    base = Path(root) / "compaction"
+    seen: dict = {}
+    for sub in (LOG_DIR, CQ_DIR):
+        d = base / sub
+        if not d.is_dir():
+            continue
+        for t in sorted(os.listdir(d)):
+            if not (d / t).is_dir():
+                continue
+            for q in os.listdir(d / t):
+                if q.lstrip("-").isdigit() and (d / t / q).is_dir():
+                    seen[(t, int(q))] = True
+    out = []
+    for (t, q) in sorted(seen):
+        cq = CompactionQueue(Path(root), t, q, base / LOG_DIR / t / str(q), base / CQ_DIR / t / str(q))
+        cq.has_log_dir, cq.has_cq_dir = cq.log_dir.is_dir(), cq.cq_dir.is_dir()
+        cq.log_files, s1 = _scan_dir(cq.log_dir)
+        cq.cq_files, s2 = _scan_dir(cq.cq_dir)
+        cq.strays = s1 + s2
+        out.append(cq)
+    return out
+
+
+@dataclass
+class Sizes:
+    cq: int
+    log: int
+    how: str
+
+
+def sizes(root: Path, conf: dict | None = None) -> Sizes:
+    """compactionCqMappedFileSize (rounded down to 46 B units) and the log size derived from it, from the broker
+    config when given, else from the files present, else the defaults."""
+    conf = conf or {}
+    cq = log = None
+    how = []
+    if "compactionCqMappedFileSize" in conf:
+        cq = int(conf["compactionCqMappedFileSize"]) // UNIT_SIZE * UNIT_SIZE
+        how.append("compactionCqMappedFileSize from the broker config")
+    if "compactionMappedFileSize" in conf:
+        log = compaction_log_size(int(conf["compactionMappedFileSize"]), cq or COMPACTION_CQ_DEFAULT_FILE_SIZE)
+    qs = queues(root) if cq is None or log is None else []
+    if cq is None:
+        found = sorted({f.size for q in qs for f in q.cq_files if f.size > 0 and f.size % UNIT_SIZE == 0})
+        cq = found[-1] if len(found) == 1 else None
+        how.append("compaction CQ file size from the files" if cq else "default compaction CQ file size")
+        cq = cq or COMPACTION_CQ_DEFAULT_FILE_SIZE
+    if log is None:
+        found = sorted({f.size for q in qs for f in q.log_files if f.size > 0})
+        log = found[0] if len(found) == 1 and found[0] % cq == 0 else None
+        log = log or (compaction_log_size(100 * 1024 * 1024, cq) if cq != COMPACTION_CQ_DEFAULT_FILE_SIZE
+                      else COMPACTION_LOG_DEFAULT_FILE_SIZE)
+    return Sizes(cq, log, "; ".join(how))
+
+
+@dataclass
+class Verdict:
+    """What the broker's load does with one compaction queue."""
+    loads: bool                     # the queue is loaded and served
+    fails_broker: bool = False      # load() of the whole broker fails
+    why: str = ""
+    deletes: list = field(default_factory=list)        # log files the broker deletes at load
+    cq_ends: dict = field(default_factory=dict)        # CQ file start -> valid bytes (recover)
+    max_phy: int = -1                                   # maxPhyOffsetInLog
+    log_end: int | None = None                          # where the log's write position ends (absolute)
+
+
+def verdict(q: CompactionQueue, sz: Sizes) -> Verdict:
+    if not q.has_cq_dir or not q.has_log_dir:
+        missing = "compaction CQ" if not q.has_cq_dir else "compaction log"
+        return Verdict(False, why=f"no {missing} directory: the broker does not load the queue (it serves nothing of "
+                                  "it from the compaction store, later dispatches to it fail)")
+    for p, why in q.strays:
+        if p.name.endswith(".delete"):
+            return Verdict(False, True, why=f"{p.name}: {why}")
+    for f, want in [(f, sz.log) for f in q.log_files] + [(f, sz.cq) for f in q.cq_files]:
+        if f.size != want and not (f.size == 0 and f is (q.log_files or q.cq_files)[-1]):
+            return Verdict(False, why=f"{f.path.name}: {f.size} bytes, the broker expects {want}: it does not load "
+                                      "the queue (serves nothing of it from the compaction store)")
+    cqf = [f for f in q.cq_files if f.size > 0]
+    logf = [f for f in q.log_files if f.size > 0]
+    v = Verdict(True)
+    for i, f in enumerate(cqf):
+        units = q.read_cq(f, sz.cq)
+        n = 0
+        while n < len(units) and unit_valid(units[n]):
+            n += 1
+        v.cq_ends[f.start] = n * UNIT_SIZE
+        if i == len(cqf) - 1 and n:
+            last = units[n - 1]
+            v.max_phy = last[0] + last[1]
+    if v.max_phy > 0:
+        for f in logf:
+            if f.start + sz.log > v.max_phy:
+                if v.max_phy >= f.start:
+                    v.log_end = v.max_phy
+                else:
+                    v.deletes.append(f)
+    kept = [f for f in logf if f not in v.deletes]
+    lnames, cnames = {f.name for f in kept}, {f.name for f in cqf}
+    if lnames - cnames:
+        v.loads, v.fails_broker = False, True
+        v.why = ("log file(s) without a CQ file of the same name: " + ", ".join(sorted(lnames - cnames))
+                 + ": the broker's load fails (log file mismatch with consumeQueue file)")
+    elif cnames - lnames:
+        v.loads, v.fails_broker = False, True
+        v.why = ("CQ file(s) without a log file of the same name: " + ", ".join(sorted(cnames - lnames))
+                 + ": the broker's load fails (consumeQueue file mismatch with log file)")
+    return v
+
+
+def cq_max_offset(q: CompactionQueue, sz: Sizes, v: Verdict) -> int:
+    """getMaxOffsetInQueue after recovery: last valid unit of the last CQ file (else of the one before) + 1."""
+    cqf = [f for f in q.cq_files if f.size > 0]
+    for f in reversed(cqf[-2:]):
+        n = v.cq_ends.get(f.start, 0) // UNIT_SIZE
+        if n:
+            u = q.read_cq(f, sz.cq)[n - 1]
+            return u[4] + u[5]
+    return 0
+
+
+def position_checkpoint(root: Path) -> tuple[dict | None, str | None]:
+    """queueOffsetMap of compaction/position-checkpoint (the .bak when the main cannot be parsed, as ConfigManager)."""
+    from rmqctl import fastjson
+    from rmqctl.errors import FormatError
+
+    base = Path(root) / "compaction"
+    for name in ("position-checkpoint", "position-checkpoint.bak"):
+        p = base / name
+        if not p.is_file() or p.stat().st_size == 0:
+            continue
+        try:
+            doc = fastjson.loads(p.read_bytes(), p)
+        except FormatError:
+            continue
+        m = doc.get("queueOffsetMap") if isinstance(doc, dict) else None
+        if isinstance(m, dict):
+            return m, name
+    return None, None
+
+
+def compaction_topics(root: Path) -> set | None:
+    """Topics whose attribute cleanup.policy is COMPACTION in config/topics.json (None: no readable topics.json)."""
+    from rmqctl.config import files as cfgfiles
+
+    cdir = Path(root) / "config"
+    if not (cdir / "topics.json").exists() and not (cdir / "topics.json.bak").exists():
+        return None
+    try:
+        loaded = cfgfiles.load(Path(root), "topics")
+    except Exception:   # noqa: BLE001 - unreadable: the caller says so
+        return None
+    doc = loaded.doc if loaded.ok else None
+    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
+    if not isinstance(table, dict):
+        return None
+    out = set()
+    for name, tc in table.items():
+        attrs = tc.get("attributes") if isinstance(tc, dict) else None
+        if isinstance(attrs, dict) and attrs.get("cleanup.policy") == "COMPACTION":
+            out.add(name)
+    return out
