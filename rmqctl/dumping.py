@@ -186,6 +186,32 @@ def batch_consumequeue_file(path, **kw):
                   lambda v: v[0] >= 0 and v[1] > 0 and v[4] >= 0 and v[5] > 0, **kw)
 
 
+def compaction_cq_file(path, **kw):
+    """compaction/compactionCq/<topic>/<qid>/<name>: SparseConsumeQueue units. The file is named after its log
+    file (a log offset), so a unit's queue offset is its msg_base_offset, never derived from the name. A file
+    the dispatcher closed ends with an end unit (-1, 0, 0, 0, 0, 0, -1, 0), reported in the trailer."""
+    from rmqctl.store.compaction import END_UNIT
+
+    path = Path(path)
+
+    def extra(d):
+        d["logical_offset"] = d["msg_base_offset"]
+
+    for d in _units(path, BCQ_UNIT, BCQ_FIELDS, "compaction_cq_unit",
+                    lambda v: v[0] >= 0 and v[1] > 0 and v[4] >= 0 and v[5] > 0, extra=extra, **kw):
+        if d.get("kind") == "trailer" and d.get("trailing") == "invalid":
+            at, size = d["valid_bytes"], d["valid_bytes"] + d["trailing_bytes"]
+            with open_ro(path) as fd:
+                head = os.pread(fd, len(END_UNIT), at)
+                rest_zero = is_zero(fd, at + len(END_UNIT), size)
+            if head == END_UNIT and rest_zero:
+                for k in ("problem", "invalid_from", "invalid_to"):
+                    d.pop(k, None)
+                d["trailing"] = "end_filler"
+                d["end_unit_at"] = at
+        yield d
+
+
 def timerlog_file(path, *, skip=0, count=None, file_start=None, **_):
     """TimerLog units in write order. A unit's `position` is its timerlog offset (what wheel slots and prev_pos
     hold). A file ends early where TimerLog.append put a BLANK (size = bytes to the end, magic BLANK_MAGIC_CODE)

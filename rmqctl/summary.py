@@ -67,6 +67,11 @@ def summarize(store: Store, *, queues: bool = True) -> dict:
             extras[name] = _du(p)
     if extras:
         out["other"] = extras
+    from rmqctl.store.compaction import summarize as compaction_summary
+
+    comp = compaction_summary(store.root)
+    if comp:
+        out["compaction"] = comp
     if store.not_followed:   # links out of the store, FIFOs...: not read (docs/files-policy.md)
         out["not_followed"] = [f"{p} ({why})" for p, why in sorted(store.not_followed.items())]
     return out

@@ -337,6 +337,11 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
         timer_max = qmax("rmq_sys_wheel_timer", 0)
         sfc.check_timer(store, findings, timer_max)
         sfc.check_compaction(store, findings, qmax)
+        from rmqctl.check import compaction as cmc
+
+        cstats = cmc.check_compaction_store(store, findings)
+        if cstats.get("compaction_queues"):
+            report.stats.update(cstats)
 
     if scanned and "cq" in areas and "index" in areas and not store.abort_exists:
         _stale_after_recovered_end(results, findings, index_max_phy, ck.confirm_phy_offset if ck else 0)

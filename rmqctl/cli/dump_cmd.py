@@ -170,8 +170,10 @@ def _records(f: Path, kind: str, cfg, *, skip, count, offset, topic, queue, slot
                                           from_offset=offset)
     elif kind == "consumequeue":
         yield from dumping.consumequeue_file(f, skip=skip, count=count)
-    elif kind in ("batchconsumequeue", "compaction_cq"):
+    elif kind == "batchconsumequeue":
         yield from dumping.batch_consumequeue_file(f, skip=skip, count=count)
+    elif kind == "compaction_cq":
+        yield from dumping.compaction_cq_file(f, skip=skip, count=count)
     elif kind == "consumequeue_ext":
         yield from dumping.consumequeue_ext_file(f, skip=skip, count=count)
     elif kind == "index":

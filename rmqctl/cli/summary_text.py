@@ -51,6 +51,19 @@ def render_summary(s: dict) -> None:
         for f in s["config"]:
             t.add_row(*(escape(f[k]) for k in ("file", "main", "bak", "broker_would")))
         c.print(t)
+    comp = s.get("compaction")
+    if comp:
+        t = Table(title=f"compaction queues (log files of {comp['log_file_size']} bytes, CQ files of "
+                        f"{comp['cq_file_size']} bytes; COMPACTION topics in topics.json: "
+                        f"{', '.join(comp['topics']) if comp['topics'] is not None else 'unknown'})")
+        for col in ("topic", "queue", "log files", "CQ files", "units", "min offset", "max offset", "position",
+                    "broker load"):
+            t.add_column(col, justify="left" if col in ("topic", "broker load") else "right")
+        for q in comp["queues"]:
+            t.add_row(escape(q["topic"]), str(q["queue_id"]), str(len(q["log_files"])), str(len(q["cq_files"])),
+                      str(q["units"]), str(q["min_offset"]), str(q["max_offset"]), str(q["position"]),
+                      escape(q["broker_load"] + (f": {q['why']}" if q.get("why") else "")))
+        c.print(t)
     for k, v in s.get("other", {}).items():
         c.print(f"{k}: {v['files']} files, {v['bytes']} bytes")
     for nf in s.get("not_followed", []):

@@ -262,3 +262,38 @@ def compaction_topics(root: Path) -> set | None:
         if isinstance(attrs, dict) and attrs.get("cleanup.policy") == "COMPACTION":
             out.add(name)
     return out
+
+
+def summarize(root: Path) -> dict | None:
+    """The compaction store at a glance (dump STORE): per queue its files, queue offsets, position and what the
+    broker's load does with it. None when the store has no compaction queue."""
+    qs = queues(root)
+    if not qs:
+        return None
+    sz = sizes(root)
+    positions, _ = position_checkpoint(root)
+    positions = positions or {}
+    topics = compaction_topics(root)
+    out = {"cq_file_size": sz.cq, "log_file_size": sz.log,
+           "topics": sorted(topics) if topics is not None else None, "queues": []}
+    for q in qs:
+        v = verdict(q, sz)
+        units = 0
+        first = None
+        for f in q.cq_files:
+            if f.size == sz.cq:
+                n = v.cq_ends.get(f.start, 0) // UNIT_SIZE
+                units += n
+                if first is None and n:
+                    first = q.read_cq(f, sz.cq)[0][4]
+        out["queues"].append({
+            "topic": q.topic, "queue_id": q.queue_id,
+            "log_files": [f.name for f in q.log_files], "cq_files": [f.name for f in q.cq_files],
+            "units": units, "min_offset": first if first is not None else 0,
+            "max_offset": cq_max_offset(q, sz, v) if v.loads else None,
+            "position": positions.get(q.key),
+            "broker_load": "loads" if v.loads and not v.deletes else (
+                f"loads, deletes {', '.join(f.name for f in v.deletes)}" if v.loads else
+                ("FAILS (the broker does not start)" if v.fails_broker else "not loaded")),
+            **({"why": v.why} if v.why else {})})
+    return out
