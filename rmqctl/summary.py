@@ -69,7 +69,7 @@ def summarize(store: Store, *, queues: bool = True) -> dict:
         out["other"] = extras
     from rmqctl.store.compaction import summarize as compaction_summary
 
-    comp = compaction_summary(store.root)
+    comp = compaction_summary(store.root, store.config)
     if comp:
         out["compaction"] = comp
     if store.not_followed:   # links out of the store, FIFOs...: not read (docs/files-policy.md)

@@ -79,14 +79,14 @@ def _stage(staging: Path, rel: str, data: bytes) -> Path:
     return p
 
 
-def rebuild_plan(store, ctx, *, topic=None, queue=None, conf: dict | None = None) -> None:
+def rebuild_plan(store, ctx, *, topic=None, queue=None) -> None:
     """`rebuild cq`: every compaction CQ file regenerated from its log file; only files whose bytes differ (or are
     missing) are replaced. CQ files without a log file and anything not understood are left, with a note."""
     plan, root = ctx.plan, store.root
     qs = [q for q in C.queues(root) if (topic is None or q.topic == topic) and (queue is None or q.queue_id == queue)]
     if not qs:
         return
-    sz = C.sizes(root, conf)
+    sz = C.sizes(root, store.config)
     changed = units = 0
     for q in qs:
         if not q.has_log_dir:
@@ -102,8 +102,9 @@ def rebuild_plan(store, ctx, *, topic=None, queue=None, conf: dict | None = None
                                   "broker fails to load the queue while it is there)")
         for f in q.log_files:
             if f.size != sz.log:
-                plan.notes.append(f"{_rel(root, f.path)}: {f.size} bytes, not the compaction log size {sz.log}; its CQ "
-                                  "file is not regenerated")
+                (plan.problems if not (q.cq_dir / f.name).exists() else plan.notes).append(f"{_rel(root, f.path)}: {f.size} bytes, not the compaction log size {sz.log} ("
+                                  f"{sz.how}); its CQ file is not regenerated: give the broker config "
+                                  "(compactionCqMappedFileSize, compactionMappedFileSize)")
                 continue
             data, stop, n = expected_cq(f, sz)
             units += n
@@ -210,7 +211,7 @@ def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
     qs = C.queues(root)
     if not topics and not qs:
         return
-    sz = C.sizes(root)
+    sz = C.sizes(root, store.config)
     apps: dict = {}
     for q in qs:
         v = C.verdict(q, sz)

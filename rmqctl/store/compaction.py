@@ -129,10 +129,14 @@ class Sizes:
     how: str
 
 
-def sizes(root: Path, conf: dict | None = None) -> Sizes:
+def sizes(root: Path, config=None) -> Sizes:
     """compactionCqMappedFileSize (rounded down to 46 B units) and the log size derived from it, from the broker
-    config when given, else from the files present, else the defaults."""
-    conf = conf or {}
+    config when given (a StoreConfig), else from the files present, else the defaults."""
+    conf = {}
+    if config is not None and getattr(config, "compaction_cq_file_size", None):
+        conf["compactionCqMappedFileSize"] = config.compaction_cq_file_size
+    if config is not None and getattr(config, "compaction_mapped_file_size", None):
+        conf["compactionMappedFileSize"] = config.compaction_mapped_file_size
     cq = log = None
     how = []
     if "compactionCqMappedFileSize" in conf:
@@ -264,13 +268,13 @@ def compaction_topics(root: Path) -> set | None:
     return out
 
 
-def summarize(root: Path) -> dict | None:
+def summarize(root: Path, config=None) -> dict | None:
     """The compaction store at a glance (dump STORE): per queue its files, queue offsets, position and what the
     broker's load does with it. None when the store has no compaction queue."""
     qs = queues(root)
     if not qs:
         return None
-    sz = sizes(root)
+    sz = sizes(root, config)
     positions, _ = position_checkpoint(root)
     positions = positions or {}
     topics = compaction_topics(root)

@@ -74,6 +74,8 @@ class StoreConfig:
     explicit: frozenset = frozenset()   # which fields came from the operator or a config file
     broker_version: tuple | None = None   # (major, minor, patch) given by the operator, for version-specific rules
     index_geometry_files: tuple | None = None   # (slots, items) the index files were written with, when they tell
+    compaction_cq_file_size: int | None = None      # compactionCqMappedFileSize (5.x compaction topics)
+    compaction_mapped_file_size: int | None = None  # compactionMappedFileSize (the log size derives from both)
 
     KEYS = {
         "mappedFileSizeCommitLog": ("commitlog_file_size", _java_int),
@@ -87,6 +89,8 @@ class StoreConfig:
         "storePathCommitLog": ("multi_path_commitlog", lambda v: "," in str(v)),
         "enableConsumeQueueExt": ("enable_cq_ext", _java_bool),
         "mappedFileSizeConsumeQueueExt": ("cq_ext_file_size", _java_int),
+        "compactionCqMappedFileSize": ("compaction_cq_file_size", _java_int),
+        "compactionMappedFileSize": ("compaction_mapped_file_size", _java_int),
     }
 
     @property
