@@ -304,6 +304,23 @@ def test_recover_crash_appends_what_the_broker_redispatches_and_undo_restores(cl
     assert tree(st) == before
 
 
+def test_recover_regenerates_a_lost_compaction_cq_instead_of_losing_the_log(cli, tmp_path):
+    # the broker would delete the last log file (its CQ file is gone); recover regenerates the CQ file from the
+    # log and then re-dispatches: the result is what it makes of the intact crash store (judged by the oracle test
+    # below: the broker's own recovery)
+    ref = writable_store(tmp_path / "ref", "crash-compaction-v5")
+    st = writable_store(tmp_path / "store", "crash-compaction-v5")
+    gone = st / CQ / "00000000000000002300"
+    gone.unlink()
+    code, fs = findings(cli, st)
+    assert [f["check"] for f in fs] == ["compaction.unpaired"]     # the broker would delete that (last) log file
+    out = _recover(cli, st)
+    assert "missing for its log file, regenerated from it" in out
+    _recover(cli, ref)
+    for sub in ("compaction/compactionLog", "compaction/compactionCq", "consumequeue"):
+        assert tree(st, sub) == tree(ref, sub), sub
+
+
 def test_recover_on_intact_compaction_store_does_nothing(cli, tmp_path):
     st = writable_store(tmp_path / "store", "compaction-v5")
     before = tree(st)

@@ -130,6 +130,7 @@ class _Appender:
     def __init__(self, q: C.CompactionQueue, sz: C.Sizes, v: C.Verdict):
         self.q, self.sz = q, sz
         self.files: dict = {}         # path -> bytearray (touched files)
+        self.sources = {q.cq_dir / f.name: f.path for f in q.cq_files}   # CQ files regenerated in staging
         self.created: set = set()
         self.deleted = list(v.deletes)
         logs = [f for f in q.log_files if f.size > 0 and f not in v.deletes]
@@ -145,8 +146,9 @@ class _Appender:
     def _buf(self, path: Path, size: int) -> bytearray:
         b = self.files.get(path)
         if b is None:
-            if path.exists() and path not in self.created:
-                with open(path, "rb") as fh:
+            src = self.sources.get(path, path)
+            if src.exists() and path not in self.created:
+                with open(src, "rb") as fh:
                     b = bytearray(fh.read(size))
                 b.extend(bytes(size - len(b)))
             else:
@@ -200,6 +202,24 @@ class _Appender:
         return False
 
 
+def _restore_missing_cq(store, ctx, q: C.CompactionQueue, sz: C.Sizes) -> None:
+    """A log file without its CQ file: the broker would delete it (the last one) or refuse to start (any other);
+    its CQ file is regenerated from it instead, so nothing of the log is lost. The queue is then judged with it."""
+    have = {f.name for f in q.cq_files}
+    for f in q.log_files:
+        if f.name in have or f.size != sz.log:
+            continue
+        data, stop, n = expected_cq(f, sz)
+        target = q.cq_dir / f.name
+        rel = _rel(store.root, target)
+        staged = _stage(ctx.staging, rel, data)
+        ctx.plan.add(Action("create_file", rel, f"compaction CQ {q.topic}/{q.queue_id}: missing for its log file, "
+                            f"regenerated from it ({n} units; the broker would otherwise delete the log file or "
+                            "refuse to start)", group="compaction", payload=(target, staged)))
+        q.cq_files.append(C.CFile(staged, f.start, len(data)))
+    q.cq_files.sort(key=lambda c: c.start)
+
+
 def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
     """`recover`: what the broker's load and re-dispatch leave in the compaction store. Every record of a
     COMPACTION topic (config/topics.json) in [scan_start, cut) goes through CompactionLog.asyncPutMessage's rules
@@ -214,6 +234,8 @@ def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
     sz = C.sizes(root, store.config)
     apps: dict = {}
     for q in qs:
+        if q.has_log_dir and q.has_cq_dir:
+            _restore_missing_cq(store, ctx, q, sz)
         v = C.verdict(q, sz)
         if v.fails_broker:
             plan.problems.append(f"compaction {q.topic}/{q.queue_id}: {v.why}; `rmqctl rebuild cq` regenerates "
@@ -255,11 +277,13 @@ def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
             plan.add(Action("delete_file", _rel(root, f.path), f"compaction log {key[0]}/{key[1]}: starts after the "
                             "end of its CQ; the broker deletes it at load", group="compaction", payload=f.path))
         for path, data in sorted(a.files.items()):
-            if path.exists() and path not in a.created and path.read_bytes() == bytes(data):
-                continue
             if path.exists() and path.read_bytes() == bytes(data):
                 continue
             rel = _rel(root, path)
+            restored = next((x for x in plan.actions if x.group == "compaction" and x.path == rel), None)
+            if restored is not None:      # regenerated above: the appended units go into the same staged file
+                _stage(ctx.staging, rel, bytes(data))
+                continue
             staged = _stage(ctx.staging, rel, bytes(data))
             plan.add(Action("write_file" if path.exists() else "create_file", rel,
                             f"compaction {key[0]}/{key[1]}: {a.added} record(s) the broker's recovery re-dispatches",
