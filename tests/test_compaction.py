@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -35,7 +34,7 @@ def tree(root: Path, sub: str = "") -> dict:
 
 
 def findings(cli, store, *more):
-    code, out, err = cli("verify", store, "--json", *more)
+    code, out, _err = cli("verify", store, "--json", *more)
     doc = json.loads(out)
     return code, [f for f in doc["findings"] if f["check"].startswith("compaction.")]
 
@@ -312,7 +311,7 @@ def test_recover_regenerates_a_lost_compaction_cq_instead_of_losing_the_log(cli,
     st = writable_store(tmp_path / "store", "crash-compaction-v5")
     gone = st / CQ / "00000000000000002300"
     gone.unlink()
-    code, fs = findings(cli, st)
+    _code, fs = findings(cli, st)
     assert [f["check"] for f in fs] == ["compaction.unpaired"]     # the broker would delete that (last) log file
     out = _recover(cli, st)
     assert "missing for its log file, regenerated from it" in out
@@ -388,6 +387,7 @@ def test_oracle_unpaired_files_verdict_is_the_brokers(cli, tmp_path, fault):
         shutil.rmtree(p) if p.is_dir() else p.unlink()
         assert not p.exists()
     code, out, err = cli("dump", "--json", st)
+    assert code == 0, err
     mine = {q["queue_id"]: q["broker_load"] for q in json.loads(out.splitlines()[0])["compaction"]["queues"]}
     b = _broker_view(tmp_path, st, name)
     served = {q["queue_id"] for q in b.get("queues", [])}
@@ -400,4 +400,3 @@ def test_oracle_unpaired_files_verdict_is_the_brokers(cli, tmp_path, fault):
         names = [d.split(":")[0].rsplit("/", 1)[1] for d in deleted]
         assert mine[0] == ("loads, deletes " + ", ".join(names) if names else "loads"), (fault, mine, deleted)
     assert mine[1] == "loads"
-    _ = os

@@ -9,8 +9,6 @@ queue's position in position-checkpoint); each record equals the commitlog's mes
 """
 from __future__ import annotations
 
-import os
-
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
 from rmqctl.store import compaction as C
 
@@ -35,7 +33,7 @@ def check_compaction_store(store, findings: list, *, commitlog_ok: bool = True) 
                                     None, None, None, why))
         v = C.verdict(q, sz)
         if not v.loads:
-            where = q.cq_dir if not q.has_cq_dir else (q.log_dir if not q.has_log_dir else q.log_dir)
+            where = q.cq_dir if not q.has_cq_dir else q.log_dir
             findings.append(Finding(ERROR, "compaction.load", str(where), None, None, None,
                                     f"compaction queue {qname}: {v.why}"))
             continue
@@ -93,9 +91,8 @@ def check_compaction_store(store, findings: list, *, commitlog_ok: bool = True) 
                                                     f"compaction {qname}: a compacted range holds a key twice"))
                         else:
                             seen_keys[k] = qo
-                    if commitlog_ok and r[1] == size:
-                        if _against_commitlog(store, lf, r, findings, qname):
-                            cl_checked += 1
+                    if commitlog_ok and r[1] == size and _against_commitlog(store, lf, r, findings, qname):
+                        cl_checked += 1
                 if prev_qo is not None and qo <= prev_qo:
                     findings.append(Finding(ERROR, "compaction.cq_order", str(cf.path), at, f"> {prev_qo}", qo,
                                             f"compaction CQ {qname}: queue offsets must ascend"))
@@ -174,4 +171,3 @@ def _against_commitlog(store, lf, r, findings, qname) -> bool:
 
 
 __all__ = ["check_compaction_store"]
-_ = os

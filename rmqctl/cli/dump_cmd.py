@@ -47,9 +47,10 @@ def dump(paths, kind, as_json, body, skip, count, offset, topic, queue, slots, n
     prepared_transaction_offset, msg_id (offsetMsgId), body_length, properties (object), then
     physical_offset_field (only when it differs from the position), property_crc_ok (only with a
     __CRC32# property), body_encoding and body (unless --body none). Units: cq_unit, bcq_unit,
-    cq_ext_unit, index_header/index_slot/index_item, timerlog_unit, timerwheel_slot, checkpoint,
-    timercheck, abort, lock, config — field names as in `--explain`. Every file ends with a "trailer"
-    (valid_bytes, trailing: none|zeros|blank|invalid, trailing_bytes, and "problem" when damaged).
+    compaction_cq_unit (logical_offset = msg_base_offset), cq_ext_unit,
+    index_header/index_slot/index_item, timerlog_unit, timerwheel_slot, checkpoint, timercheck, abort,
+    lock, config — field names as in `--explain`. Every file ends with a "trailer" (valid_bytes,
+    trailing: none|zeros|blank|end_filler|invalid, trailing_bytes, and "problem" when damaged).
 
     \b
     Example:

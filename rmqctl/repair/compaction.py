@@ -13,7 +13,6 @@ Files are never deleted unless the broker itself deletes them at load (log files
 """
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
@@ -209,7 +208,7 @@ def _restore_missing_cq(store, ctx, q: C.CompactionQueue, sz: C.Sizes) -> None:
     for f in q.log_files:
         if f.name in have or f.size != sz.log:
             continue
-        data, stop, n = expected_cq(f, sz)
+        data, _stop, n = expected_cq(f, sz)
         target = q.cq_dir / f.name
         rel = _rel(store.root, target)
         staged = _stage(ctx.staging, rel, data)
@@ -293,5 +292,4 @@ def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
         plan.summary = {**plan.summary, "compaction_records_added": added}
 
 
-__all__ = ["rebuild_plan", "recover_plan", "expected_cq", "walk_log"]
-_ = os
+__all__ = ["expected_cq", "rebuild_plan", "recover_plan", "walk_log"]

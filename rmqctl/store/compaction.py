@@ -28,8 +28,11 @@ from pathlib import Path
 
 from rmqctl.formats import OFFSET_NAME
 from rmqctl.formats import batch_consumequeue as bcqf
-from rmqctl.formats.compaction import (COMPACTION_CQ_DEFAULT_FILE_SIZE, COMPACTION_LOG_DEFAULT_FILE_SIZE,
-                                       compaction_log_size)
+from rmqctl.formats.compaction import (
+    COMPACTION_CQ_DEFAULT_FILE_SIZE,
+    COMPACTION_LOG_DEFAULT_FILE_SIZE,
+    compaction_log_size,
+)
 
 UNIT = struct.Struct(">qiqqqhii")
 UNIT_SIZE = bcqf.UNIT_SIZE
