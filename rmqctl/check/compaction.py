@@ -132,6 +132,7 @@ def check_compaction_store(store, findings: list, *, commitlog_ok: bool = True) 
                                         "never compacts the files up to it again"))
         stats.setdefault("compaction_commitlog_compared", 0)
         stats["compaction_commitlog_compared"] += cl_checked
+    _behind(store, qs, sz, findings)
     for k in positions:
         topic, _, qid = str(k).rpartition("_")
         if not any(q.key == k for q in qs) and qid.lstrip("-").isdigit():
@@ -139,6 +140,57 @@ def check_compaction_store(store, findings: list, *, commitlog_ok: bool = True) 
                                     None, None, None, f"a compaction position for {topic}/{qid}, which has no "
                                     "compaction files"))
     return stats
+
+
+def _behind(store, qs, sz, findings) -> None:
+    """Keyed messages of a COMPACTION topic (config/topics.json) in the commitlog above the compaction queue's max
+    offset: consumers of the topic never see them until the broker re-dispatches them, which only an abnormal
+    recovery does (a normal start re-dispatches from the commitlog's confirm offset)."""
+    from rmqctl.scan import FileWalk
+    from rmqctl.store.commitlog import open_ro
+
+    topics = C.compaction_topics(store.root)
+    if not topics:
+        return
+    known = {(q.topic, q.queue_id): q for q in qs}
+    cfs = store.config.commitlog_file_size
+    for t, qid in store.queues():
+        if t not in topics:
+            continue
+        q = known.get((t, qid))
+        cmax = 0
+        if q is not None:
+            v = C.verdict(q, sz)
+            if not v.loads:
+                continue          # reported as compaction.load
+            cmax = C.cq_max_offset(q, sz, v)
+        cq = store.consume_queue(t, qid)
+        rmax = cq.max_offset()
+        first = n = 0
+        for qo, phys, size, _tags in cq.units(cmax, rmax):
+            if phys < 0 or size <= 0:
+                continue
+            f = store.commitlog.file_for(phys, cfs)
+            if f is None:
+                continue
+            with open_ro(f.path) as fd:
+                w = FileWalk(fd, f.start, f.size, phys - f.start, phys - f.start + size, check_crc=False,
+                             check_phys=False, check_prop_crc=False)
+                r = next(iter(w), None)
+            if r is None or r.queue_offset != qo:
+                continue
+            keys = r.properties.get("KEYS")
+            if keys and keys.strip():
+                first = first or phys
+                n += 1
+        if n:
+            where = str(q.cq_dir if q is not None else store.root / "compaction" / C.CQ_DIR / t / str(qid))
+            findings.append(Finding(INFO if store.abort_exists else WARNING, "compaction.behind", where, None,
+                                    f"compaction queue up to queue offset {rmax}", f"ends at {cmax}",
+                                    f"{n} keyed message(s) of COMPACTION topic {t} queue {qid} (from commitlog offset "
+                                    f"{first}) are not in its compaction log: consumers do not see them; "
+                                    + ("the abnormal recovery re-dispatches them (`rmqctl recover` does the same)"
+                                       if store.abort_exists else "a normal start never re-dispatches them")))
 
 
 def _against_commitlog(store, lf, r, findings, qname) -> bool:
