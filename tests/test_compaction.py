@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -372,24 +373,43 @@ def test_oracle_rebuilt_compaction_cq_is_served_like_the_original(cli, tmp_path)
     assert got["load_ok"] and got["queues"] == want["queues"]
 
 
-FAULTS = {   # name -> (fixture, files to remove)
-    "last-cq": ("compaction-v5", [CQ + "/00000000000000004600"]),
-    "first-cq": ("compaction-v5", [CQ + "/00000000000000000000"]),
-    "last-log": ("compaction-v5", [LOG + "/00000000000000004600"]),
-    "middle-cq": ("compaction-pending-v5", [CQ + "/00000000000000002300"]),
-    "cq-dir": ("compaction-v5", [CQ]),
+def _rm(*rel):
+    def f(st):
+        for g in rel:
+            p = st / g
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+            assert not p.exists()
+    return f
+
+
+def _truncate(rel, size):
+    def f(st):
+        os.truncate(st / rel, size)
+        assert (st / rel).stat().st_size == size
+    return f
+
+
+def _stray(st):
+    (st / LOG / "notes.txt").write_text("an operator's note")
+
+
+FAULTS = {   # name -> (fixture, how)
+    "last-cq": ("compaction-v5", _rm(CQ + "/00000000000000004600")),
+    "first-cq": ("compaction-v5", _rm(CQ + "/00000000000000000000")),
+    "last-log": ("compaction-v5", _rm(LOG + "/00000000000000004600")),
+    "middle-cq": ("compaction-pending-v5", _rm(CQ + "/00000000000000002300")),
+    "cq-dir": ("compaction-v5", _rm(CQ)),
+    "zero-length-last-cq": ("compaction-v5", _truncate(CQ + "/00000000000000004600", 0)),
+    "stray-file": ("compaction-v5", _stray),
 }
 
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_oracle_unpaired_files_verdict_is_the_brokers(cli, tmp_path, fault):
-    name, gone = FAULTS[fault]
+    name, how = FAULTS[fault]
     st = writable_store(tmp_path / "store", name)
-    for g in gone:
-        p = st / g
-        shutil.rmtree(p) if p.is_dir() else p.unlink()
-        assert not p.exists()
+    how(st)
     code, out, err = cli("dump", "--json", st)
     assert code == 0, err
     mine = {q["queue_id"]: q["broker_load"] for q in json.loads(out.splitlines()[0])["compaction"]["queues"]}

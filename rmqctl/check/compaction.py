@@ -28,10 +28,11 @@ def check_compaction_store(store, findings: list, *, commitlog_ok: bool = True) 
     positions = positions or {}
     for q in qs:
         qname = f"{q.topic}/{q.queue_id}"
-        for p, why in q.strays:
-            findings.append(Finding(ERROR if p.name.endswith(".delete") else WARNING, "compaction.stray", str(p),
-                                    None, None, None, why))
         v = C.verdict(q, sz)
+        if v.loads:     # what is left: a 0-byte last entry, which the broker deletes at load
+            for p in q.strays + [f.path for f in q.log_files + q.cq_files if f.size == 0]:
+                findings.append(Finding(INFO, "compaction.stray", str(p), None, None, None,
+                                        "0-byte last entry of the directory: the broker deletes it at load"))
         if not v.loads:
             where = q.cq_dir if not q.has_cq_dir else q.log_dir
             findings.append(Finding(ERROR, "compaction.load", str(where), None, None, None,

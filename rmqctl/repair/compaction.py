@@ -92,8 +92,8 @@ def rebuild_plan(store, ctx, *, topic=None, queue=None) -> None:
             plan.notes.append(f"compaction CQ {q.topic}/{q.queue_id} has no compaction log: left as it is (the broker "
                               "does not load it)")
             continue
-        for p, why in q.strays:
-            plan.notes.append(f"{_rel(root, p)}: {why}; left as it is")
+        for p in q.strays:
+            plan.notes.append(f"{_rel(root, p)}: not an offset name; left as it is")
         names = {f.name for f in q.log_files}
         for f in q.cq_files:
             if f.name not in names:

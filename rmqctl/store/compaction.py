@@ -68,7 +68,8 @@ class CompactionQueue:
     cq_dir: Path
     log_files: list = field(default_factory=list)
     cq_files: list = field(default_factory=list)
-    strays: list = field(default_factory=list)       # (path, why): names the broker cannot load
+    strays: list = field(default_factory=list)       # paths whose name is not an offset
+    last_entry: dict = field(default_factory=dict)   # "log"/"cq" -> name of the last directory entry
     has_log_dir: bool = False
     has_cq_dir: bool = False
 
@@ -83,21 +84,22 @@ class CompactionQueue:
         return [UNIT.unpack_from(data, i * UNIT_SIZE) for i in range(n)]
 
 
-def _scan_dir(d: Path) -> tuple[list, list]:
+def _scan_dir(d: Path) -> tuple[list, list, str | None]:
+    """(offset files, strays, name of the last entry): MappedFileQueue.load sorts every entry by name, skips
+    directories (e.g. a leftover compacting/), deletes a 0-byte file only when it is the LAST entry."""
     files, strays = [], []
     if not d.is_dir():
-        return files, strays
-    for n in sorted(os.listdir(d)):
+        return files, strays, None
+    names = sorted(os.listdir(d))
+    for n in names:
         p = d / n
         if p.is_dir():
-            continue          # MappedFileQueue.load skips directories (e.g. a leftover compacting/)
-        if OFFSET_NAME.match(n):
+            continue
+        if n.isdigit():
             files.append(CFile(p, int(n), p.stat().st_size))
         else:
-            strays.append((p, "not a 20-digit offset name: the broker fails to load the queue's files"
-                           if not n.endswith(".delete") else
-                           "left by an interrupted compaction (renameToDelete): the broker fails to start on it"))
-    return files, strays
+            strays.append(p)
+    return files, strays, (names[-1] if names else None)
 
 
 def queues(root: Path) -> list[CompactionQueue]:
@@ -118,11 +120,20 @@ def queues(root: Path) -> list[CompactionQueue]:
     for (t, q) in sorted(seen):
         cq = CompactionQueue(Path(root), t, q, base / LOG_DIR / t / str(q), base / CQ_DIR / t / str(q))
         cq.has_log_dir, cq.has_cq_dir = cq.log_dir.is_dir(), cq.cq_dir.is_dir()
-        cq.log_files, s1 = _scan_dir(cq.log_dir)
-        cq.cq_files, s2 = _scan_dir(cq.cq_dir)
+        cq.log_files, s1, cq.last_entry["log"] = _scan_dir(cq.log_dir)
+        cq.cq_files, s2, cq.last_entry["cq"] = _scan_dir(cq.cq_dir)
         cq.strays = s1 + s2
         out.append(cq)
     return out
+
+
+def _most_common(sizes: list) -> int | None:
+    from collections import Counter
+
+    if not sizes:
+        return None
+    (size, _), *_ = Counter(sizes).most_common(1)
+    return size
 
 
 @dataclass
@@ -149,13 +160,11 @@ def sizes(root: Path, config=None) -> Sizes:
         log = compaction_log_size(int(conf["compactionMappedFileSize"]), cq or COMPACTION_CQ_DEFAULT_FILE_SIZE)
     qs = queues(root) if cq is None or log is None else []
     if cq is None:
-        found = sorted({f.size for q in qs for f in q.cq_files if f.size > 0 and f.size % UNIT_SIZE == 0})
-        cq = found[-1] if len(found) == 1 else None
+        cq = _most_common([f.size for q in qs for f in q.cq_files if f.size > 0 and f.size % UNIT_SIZE == 0])
         how.append("compaction CQ file size from the files" if cq else "default compaction CQ file size")
         cq = cq or COMPACTION_CQ_DEFAULT_FILE_SIZE
     if log is None:
-        found = sorted({f.size for q in qs for f in q.log_files if f.size > 0})
-        log = found[0] if len(found) == 1 and found[0] % cq == 0 else None
+        log = _most_common([f.size for q in qs for f in q.log_files if f.size > 0 and f.size % cq == 0])
         log = log or (compaction_log_size(100 * 1024 * 1024, cq) if cq != COMPACTION_CQ_DEFAULT_FILE_SIZE
                       else COMPACTION_LOG_DEFAULT_FILE_SIZE)
     return Sizes(cq, log, "; ".join(how))
@@ -178,13 +187,20 @@ def verdict(q: CompactionQueue, sz: Sizes) -> Verdict:
         missing = "compaction CQ" if not q.has_cq_dir else "compaction log"
         return Verdict(False, why=f"no {missing} directory: the broker does not load the queue (it serves nothing of "
                                   "it from the compaction store, later dispatches to it fail)")
-    for p, why in q.strays:
-        if p.name.endswith(".delete"):
-            return Verdict(False, True, why=f"{p.name}: {why}")
-    for f, want in [(f, sz.log) for f in q.log_files] + [(f, sz.cq) for f in q.cq_files]:
-        if f.size != want and not (f.size == 0 and f is (q.log_files or q.cq_files)[-1]):
-            return Verdict(False, why=f"{f.path.name}: {f.size} bytes, the broker expects {want}: it does not load "
-                                      "the queue (serves nothing of it from the compaction store)")
+    for which, files, want, d in (("log", q.log_files, sz.log, q.log_dir), ("cq", q.cq_files, sz.cq, q.cq_dir)):
+        entries = sorted([(f.name, f.size, True) for f in files]
+                         + [(p.name, p.stat().st_size, False) for p in q.strays if p.parent == d])
+        for name, size, numeric in entries:
+            if size == 0 and name == q.last_entry.get(which):
+                continue          # the broker deletes it at load
+            if size != want:
+                return Verdict(False, why=f"{name}: {size} bytes, the broker expects {want} ({sz.how}): it does not "
+                                          "load the queue (serves nothing of it from the compaction store)")
+            if not numeric:
+                return Verdict(False, True, why=f"{name}: not an offset name (a file the size of a "
+                                                f"{'log' if which == 'log' else 'CQ'} file: the broker's load fails "
+                                                "on its name" + ("; left by an interrupted compaction"
+                                                                 if name.endswith(".delete") else "") + ")")
     cqf = [f for f in q.cq_files if f.size > 0]
     logf = [f for f in q.log_files if f.size > 0]
     v = Verdict(True)
