@@ -26,7 +26,6 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rmqctl.formats import OFFSET_NAME
 from rmqctl.formats import batch_consumequeue as bcqf
 from rmqctl.formats.compaction import (
     COMPACTION_CQ_DEFAULT_FILE_SIZE,
