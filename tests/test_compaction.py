@@ -419,3 +419,27 @@ def test_oracle_unpaired_files_verdict_is_the_brokers(cli, tmp_path, fault):
         names = [d.split(":")[0].rsplit("/", 1)[1] for d in deleted]
         assert mine[0] == ("loads, deletes " + ", ".join(names) if names else "loads"), (fault, mine, deleted)
     assert mine[1] == "loads"
+
+
+def test_recover_killed_during_the_compaction_steps_converges(cli, tmp_path):
+    from conftest import run_cli
+
+    ref = writable_store(tmp_path / "ref", "crash-compaction-v5")
+    code, out, err = cli("recover", "--dry-run", "--json", ref)
+    steps = json.loads(out)["actions"]
+    comp = [a["step"] for a in steps if a["group"] == "compaction"]
+    assert len(comp) >= 4, steps
+    _recover(cli, ref)
+    want = tree(ref)
+    st = writable_store(tmp_path / "store", "crash-compaction-v5")
+    original = tree(st)
+    for kill_after in (comp[0], comp[len(comp) // 2]):
+        r = run_cli("recover", st, env={"RMQCTL_TEST_KILL_AFTER": str(kill_after)})
+        assert r.returncode == 137, r.stderr
+        assert tree(st) != want
+    r = run_cli("recover", st)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert tree(st) == want
+    r = run_cli("undo", st)
+    assert r.returncode in (0, 1), r.stderr
+    assert tree(st) == original
