@@ -19,7 +19,7 @@ def check_compaction_store(store, findings: list, *, commitlog_ok: bool = True) 
     from rmqctl.repair.compaction import walk_log
 
     root = store.root
-    qs = C.queues(root)
+    qs = C.queues(root, store._skip)
     stats = {"compaction_queues": len(qs), "compaction_units": 0}
     if not qs:
         return stats

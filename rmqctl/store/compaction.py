@@ -83,9 +83,12 @@ class CompactionQueue:
         return [UNIT.unpack_from(data, i * UNIT_SIZE) for i in range(n)]
 
 
-def _scan_dir(d: Path) -> tuple[list, list, str | None]:
+def _scan_dir(d: Path, root: Path, skip) -> tuple[list, list, str | None]:
     """(offset files, strays, name of the last entry): MappedFileQueue.load sorts every entry by name, skips
-    directories (e.g. a leftover compacting/), deletes a 0-byte file only when it is the LAST entry."""
+    directories (e.g. a leftover compacting/), deletes a 0-byte file only when it is the LAST entry. Links out of
+    the store and special files are not read (skip(path, why))."""
+    from rmqctl.store.files import read_refusal
+
     files, strays = [], []
     if not d.is_dir():
         return files, strays, None
@@ -94,6 +97,10 @@ def _scan_dir(d: Path) -> tuple[list, list, str | None]:
         p = d / n
         if p.is_dir():
             continue
+        why = read_refusal(p, root)
+        if why:
+            skip(p, why)
+            continue
         if n.isdigit():
             files.append(CFile(p, int(n), p.stat().st_size))
         else:
@@ -101,8 +108,12 @@ def _scan_dir(d: Path) -> tuple[list, list, str | None]:
     return files, strays, (names[-1] if names else None)
 
 
-def queues(root: Path) -> list[CompactionQueue]:
-    """Every <topic>/<qid> with a log or a CQ directory (non-numeric queue directories skipped, as the broker)."""
+def queues(root: Path, skip=None) -> list[CompactionQueue]:
+    """Every <topic>/<qid> with a log or a CQ directory (non-numeric queue directories skipped, as the broker).
+    skip(path, why) is told of what is not read (links out of the store, special files)."""
+    from rmqctl.store.files import inside
+
+    skip = skip or (lambda p, why: None)
     base = Path(root) / "compaction"
     seen: dict = {}
     for sub in (LOG_DIR, CQ_DIR):
@@ -114,13 +125,18 @@ def queues(root: Path) -> list[CompactionQueue]:
                 continue
             for q in os.listdir(d / t):
                 if q.lstrip("-").isdigit() and (d / t / q).is_dir():
+                    if not inside(d / t / q, root):
+                        skip(d / t / q, f"symlink to {os.path.realpath(d / t / q)}, outside the store: not followed")
+                        continue
                     seen[(t, int(q))] = True
     out = []
     for (t, q) in sorted(seen):
         cq = CompactionQueue(Path(root), t, q, base / LOG_DIR / t / str(q), base / CQ_DIR / t / str(q))
         cq.has_log_dir, cq.has_cq_dir = cq.log_dir.is_dir(), cq.cq_dir.is_dir()
-        cq.log_files, s1, cq.last_entry["log"] = _scan_dir(cq.log_dir)
-        cq.cq_files, s2, cq.last_entry["cq"] = _scan_dir(cq.cq_dir)
+        if not (inside(cq.log_dir, root) and inside(cq.cq_dir, root)):
+            continue                      # the partner is a link out of the store: reported above
+        cq.log_files, s1, cq.last_entry["log"] = _scan_dir(cq.log_dir, Path(root), skip)
+        cq.cq_files, s2, cq.last_entry["cq"] = _scan_dir(cq.cq_dir, Path(root), skip)
         cq.strays = s1 + s2
         out.append(cq)
     return out
