@@ -224,3 +224,28 @@ def _against_commitlog(store, lf, r, findings, qname) -> bool:
 
 
 __all__ = ["check_compaction_store"]
+
+
+def verify_one(path, findings: list, config=None) -> dict:
+    """`verify FILE` on a compaction log or CQ file: the checks of its queue (its partner file, the commitlog and
+    the position included), reported for that file and its queue directory."""
+    from pathlib import Path
+
+    from rmqctl.store.files import store_root_of
+    from rmqctl.store.layout import Store
+
+    path = Path(path)
+    root = store_root_of(path.parent)
+    if root is None:
+        from rmqctl.errors import UsageError
+
+        raise UsageError("a compaction file is checked with its store (no store directory above it)", path=path)
+    store = Store(root, config) if config is not None else Store(root)
+    mine: list = []
+    stats = check_compaction_store(store, mine)
+    qdir = path.parent
+    log_dir = qdir.parents[2] / C.LOG_DIR / qdir.parent.name / qdir.name
+    cq_dir = qdir.parents[2] / C.CQ_DIR / qdir.parent.name / qdir.name
+    keep = {str(path), str(log_dir), str(cq_dir), str(log_dir / path.name), str(cq_dir / path.name)}
+    findings.extend(f for f in mine if f.path in keep)
+    return stats

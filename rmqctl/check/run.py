@@ -405,6 +405,10 @@ def verify_file(path: Path, store, *, index_sample: int = 64) -> Report:
         from rmqctl.store.layout import Store
 
         sfc.check_checkpoint(store or Store(path.parent), findings, None, None)
+    elif kind in ("compaction_log", "compaction_cq"):
+        from rmqctl.check import compaction as cmc
+
+        report.stats.update(cmc.verify_one(path, findings, cfg))
     elif kind == "config":
         from rmqctl.config import files as cf
 
@@ -414,7 +418,7 @@ def verify_file(path: Path, store, *, index_sample: int = 64) -> Report:
         from rmqctl.errors import UsageError
 
         raise UsageError(f"verify does not know this kind of file ({kind or 'unknown'}); give a store directory "
-                         f"or a commitlog, consumequeue, index, checkpoint or config file", path=path)
+                         f"or a commitlog, consumequeue, index, checkpoint, compaction or config file", path=path)
     report.stats["seconds"] = round(time.time() - t0, 3)
     return report
 

@@ -37,7 +37,9 @@ AREA_CHOICES = ("commitlog", "cq", "index", "checkpoint", "config")
 def verify(ctx, target, broker_config, index_slots, index_items, as_json, summary, prom, only, jobs,
            index_sample, broker_version, verbose, engine, master):
     """Check a store's integrity (or one file's): commitlog records, consume queues, index files,
-    checkpoint/abort/lock, timer and compaction offsets, config/*.json. Read-only, always: files are
+    checkpoint/abort/lock, timer, compaction logs and queues (5.x cleanup.policy=COMPACTION topics:
+    what the broker's load does with their files, units vs log records vs the commitlog, positions),
+    config/*.json. Read-only, always: files are
     opened O_RDONLY, nothing is mapped or written (except the --prometheus file). Safe on a running
     broker's store: the lock is only probed, and an incomplete tail record is a note, not corruption.
 
