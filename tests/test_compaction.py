@@ -476,3 +476,22 @@ def test_verify_one_compaction_file(cli, tmp_path):
     assert code == 4 and out.count("compaction.orphan_record") == 3, out + err
     code, out, err = cli("verify", st / "compaction/compactionCq/KV/1/00000000000000004600")
     assert code == 0 and out == "", out + err        # the other queue is not this file's business
+
+
+def test_recover_from_start_rebuilds_lost_compaction_logs_as_the_brokers_dispatcher_wrote_them(cli, tmp_path):
+    # compaction-pending-v5's logs and CQs were written by the broker's dispatcher and never compacted: dispatching
+    # the commitlog again from its start must give the same bytes
+    st = writable_store(tmp_path / "store", "compaction-pending-v5")
+    want = tree(st, "compaction/compactionLog") | tree(st, "compaction/compactionCq")
+    shutil.rmtree(st / "compaction/compactionLog")
+    shutil.rmtree(st / "compaction/compactionCq")
+    code, fs = findings(cli, st)
+    assert code == 4 and [f["check"] for f in fs] == ["compaction.behind"] * 2
+    assert "`rmqctl recover --from-start` does" in fs[0]["message"]
+    code, out, err = cli("recover", st)
+    assert code == 0, out + err             # a normal start re-dispatches nothing old, nor does recover
+    code, out, err = cli("recover", "--from-start", st, "--broker-config", STORES / "compaction-pending-v5/manifest.json")
+    assert code == 1, out + err
+    assert tree(st, "compaction/compactionLog") | tree(st, "compaction/compactionCq") == want
+    code, out, err = cli("verify", st)
+    assert code == 0, out + err

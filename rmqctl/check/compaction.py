@@ -21,9 +21,10 @@ def check_compaction_store(store, findings: list, *, commitlog_ok: bool = True) 
     root = store.root
     qs = C.queues(root, store._skip)
     stats = {"compaction_queues": len(qs), "compaction_units": 0}
-    if not qs:
-        return stats
     sz = C.sizes(root, store.config)
+    if not qs:
+        _behind(store, qs, sz, findings)      # a COMPACTION topic whose compaction files are all gone
+        return stats
     positions, _ = C.position_checkpoint(root)
     positions = positions or {}
     for q in qs:
@@ -191,7 +192,8 @@ def _behind(store, qs, sz, findings) -> None:
                                     f"{n} keyed message(s) of COMPACTION topic {t} queue {qid} (from commitlog offset "
                                     f"{first}) are not in its compaction log: consumers do not see them; "
                                     + ("the abnormal recovery re-dispatches them (`rmqctl recover` does the same)"
-                                       if store.abort_exists else "a normal start never re-dispatches them")))
+                                       if store.abort_exists else "a normal start never re-dispatches them; `rmqctl recover --from-start` "
+                                          "does")))
 
 
 def _against_commitlog(store, lf, r, findings, qname) -> bool:

@@ -126,9 +126,10 @@ def rebuild_plan(store, ctx, *, topic=None, queue=None) -> None:
 class _Appender:
     """One compaction queue after the broker's load, appended to as CompactionLog.asyncPutMessage does."""
 
-    def __init__(self, q: C.CompactionQueue, sz: C.Sizes, v: C.Verdict):
+    def __init__(self, q: C.CompactionQueue, sz: C.Sizes, v: C.Verdict, flush=None):
         self.q, self.sz = q, sz
-        self.files: dict = {}         # path -> bytearray (touched files)
+        self.flush = flush            # flush(path, bytes): a finished file leaves memory (staged if it changed)
+        self.files: dict = {}         # path -> bytearray (touched files, at most the current log and CQ file)
         self.sources = {q.cq_dir / f.name: f.path for f in q.cq_files}   # CQ files regenerated in staging
         self.created: set = set()
         self.deleted = list(v.deletes)
@@ -156,7 +157,13 @@ class _Appender:
             self.files[path] = b
         return b
 
+    def finish(self) -> None:
+        for path in sorted(self.files):
+            self.flush(path, bytes(self.files.pop(path)))
+
     def _roll(self) -> None:
+        if self.flush is not None:
+            self.finish()
         start = 0 if self.log_start is None else self.log_start + self.sz.log
         self.log_start, self.log_wrote = start, 0
         self.cq_start, self.cq_wrote = start, 0
@@ -232,6 +239,15 @@ def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
         return
     sz = C.sizes(root, store.config)
     apps: dict = {}
+    changed: dict = {}            # key -> [(path, staged)] of files that differ from the disk
+
+    def flush_for(key):
+        def flush(path: Path, data: bytes) -> None:
+            if path.exists() and path.stat().st_size == len(data) and path.read_bytes() == data:
+                return
+            changed.setdefault(key, []).append((path, _stage(ctx.staging, _rel(root, path), data)))
+        return flush
+
     for q in qs:
         if q.has_log_dir and q.has_cq_dir:
             _restore_missing_cq(store, ctx, q, sz)
@@ -244,7 +260,7 @@ def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
             plan.notes.append(f"compaction {q.topic}/{q.queue_id}: {v.why}; left as it is")
             apps[(q.topic, q.queue_id)] = None
             continue
-        apps[(q.topic, q.queue_id)] = _Appender(q, sz, v)
+        apps[(q.topic, q.queue_id)] = _Appender(q, sz, v, flush_for((q.topic, q.queue_id)))
     if topics and scan_start is not None:
         from rmqctl.store.commitlog import open_ro as _open
 
@@ -262,7 +278,7 @@ def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
                     if key not in apps:
                         q = C.CompactionQueue(root, r.topic, r.queue_id, base / C.LOG_DIR / r.topic / str(r.queue_id),
                                               base / C.CQ_DIR / r.topic / str(r.queue_id))
-                        apps[key] = _Appender(q, sz, C.Verdict(True))
+                        apps[key] = _Appender(q, sz, C.Verdict(True), flush_for(key))
                     a = apps[key]
                     if a is None:
                         continue
@@ -275,21 +291,20 @@ def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
         for f in a.deleted:
             plan.add(Action("delete_file", _rel(root, f.path), f"compaction log {key[0]}/{key[1]}: starts after the "
                             "end of its CQ; the broker deletes it at load", group="compaction", payload=f.path))
-        for path, data in sorted(a.files.items()):
-            if path.exists() and path.read_bytes() == bytes(data):
-                continue
+        a.finish()
+        for path, staged in sorted(changed.get(key, [])):
             rel = _rel(root, path)
-            restored = next((x for x in plan.actions if x.group == "compaction" and x.path == rel), None)
-            if restored is not None:      # regenerated above: the appended units go into the same staged file
-                _stage(ctx.staging, rel, bytes(data))
-                continue
-            staged = _stage(ctx.staging, rel, bytes(data))
+            if any(x.group == "compaction" and x.path == rel for x in plan.actions):
+                continue                  # a CQ file regenerated above: the appended units went into its staged file
             plan.add(Action("write_file" if path.exists() else "create_file", rel,
                             f"compaction {key[0]}/{key[1]}: {a.added} record(s) the broker's recovery re-dispatches",
                             group="compaction", payload=(path, staged)))
         added += a.added
     if added or any(a.group == "compaction" for a in plan.actions):
         plan.summary = {**plan.summary, "compaction_records_added": added}
+        if "default" in sz.how and any(x.kind == "create_file" and x.group == "compaction" for x in plan.actions):
+            plan.notes.append(f"new compaction files get the broker's default sizes (log {sz.log}, CQ {sz.cq} bytes): "
+                              "give --broker-config if it sets compactionMappedFileSize or compactionCqMappedFileSize")
 
 
 __all__ = ["expected_cq", "rebuild_plan", "recover_plan", "walk_log"]

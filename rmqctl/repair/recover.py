@@ -427,7 +427,8 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     # ---- compaction store (5.x): the broker's load and, in an abnormal recovery, its re-dispatch --------
     from rmqctl.repair import compaction as RCMP
 
-    RCMP.recover_plan(store, ctx, plan.commitlog.get("scan_start", 0) if plan.abort else None, cut)
+    RCMP.recover_plan(store, ctx, plan.commitlog.get("scan_start", 0) if plan.abort or opts.from_start else None,
+                      cut)
 
     # ---- abort: last ---------------------------------------------------------------------
     if plan.abort:
