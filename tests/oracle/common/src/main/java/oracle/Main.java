@@ -57,6 +57,7 @@ public final class Main {
         "  restart --store DIR [--conf FILE.json]      (in place: load/recover, start, dispatch, shutdown)",
         "  expire --store DIR [--conf FILE.json] [--hours H]   (in place: the broker's own file expiry)",
         "  hold-lock --store DIR",
+        "  salvage --store DIR [--conf FILE.json] [--group G]   (getMessage from each group's committed offsets)",
         "  version");
 
     static class UsageException extends RuntimeException {
@@ -157,6 +158,11 @@ public final class Main {
             case "expire": {
                 Map<String, String> o = opts(args, 1);
                 emit(Expire.run(c, need(o, "store"), o.get("conf"), Integer.parseInt(o.getOrDefault("hours", "72"))));
+                return 0;
+            }
+            case "salvage": {
+                Map<String, String> o = opts(args, 1);
+                emit(Salvage.run(c, need(o, "store"), o.get("conf"), o.get("group")));
                 return 0;
             }
             case "hold-lock": {
