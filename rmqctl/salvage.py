@@ -163,9 +163,9 @@ def run_local(store, tgts: list[Target], emit, *, no_offset: str = "min", body: 
             w = wanted.setdefault((t.topic, t.queue_id), {"tails": [], "missing": {}})
             for off in range(start, hi):
                 u = v.unit_at(off)
-                r = why = None
+                r = None
                 if u is not None and u[0] >= 0 and u[1] > 0:
-                    r, why = q.read_at(u[0], u[1])
+                    r, _ = q.read_at(u[0], u[1])
                     if r is not None and (r.total_size != u[1] or q.queue_offset_in(r, t.topic, t.queue_id) != off):
                         r = None
                 if r is None:
@@ -226,6 +226,9 @@ def run_local(store, tgts: list[Target], emit, *, no_offset: str = "min", body: 
                     res.reasons.append(f"{gaps} offsets below the max have no message in the commitlog")
             if res.max_offset is None and res.start is not None:
                 res.max_offset = res.start
+            if res.committed is not None and res.max_offset is not None and res.committed > res.max_offset:
+                res.reasons.append(f"committed offset {res.committed} is above the queue's max {res.max_offset}: "
+                                   f"nothing to salvage")
     return results
 
 
@@ -307,7 +310,7 @@ def prepare_out(out: str, overwrite: bool) -> str:
 
     if "://" in out and not out.startswith("file://"):
         raise UsageError("--unconsumed --engine local writes to a local directory (use --engine spark for URIs)")
-    out = os.path.abspath(out[len("file://"):] if out.startswith("file://") else out)
+    out = os.path.abspath(out.removeprefix("file://"))
     if os.path.exists(out) and os.listdir(out):
         if not overwrite:
             raise UsageError("output directory exists and is not empty (use --overwrite)", path=out)
@@ -343,7 +346,7 @@ def export_spark(ds, store, out: str, fmt: str, *, group=None, no_offset="min", 
     ranges = spark.createDataFrame(rows, "g string, t string, q int, c bigint")
     body = bool(ds.opts.get("body"))
     names = [n for n, _ in columns(body)]
-    local_out = os.path.abspath(out[len("file://"):] if out.startswith("file://") else out) \
+    local_out = os.path.abspath(out.removeprefix("file://")) \
         if ("://" not in out or out.startswith("file://")) else None
     target = out if local_out is None else "file://" + local_out
     result = {}

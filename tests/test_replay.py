@@ -131,7 +131,7 @@ def test_help_says_in_doubt_is_resent(cli):
 
 def test_parquet_input(tmp_path, cli):
     """A salvage written as Parquet replays the same items as its JSON Lines twin."""
-    from tests.test_salvage import _store
+    from test_salvage import _store
 
     s = _store(tmp_path, "retry-dlq", "v5")
     for fmt in ("jsonl", "parquet"):

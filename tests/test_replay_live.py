@@ -13,10 +13,10 @@ import time
 from collections import Counter
 
 import pytest
+from live.cluster import Cluster
+from test_salvage import _rows, _store
 
 from rmqctl.replay import INTERNAL, RESERVED
-from tests.live.cluster import Cluster
-from tests.test_salvage import _rows, _store
 
 # messages per second in the first run: slow enough to kill it mid-way
 RATE = "25/s"
@@ -39,7 +39,12 @@ def _replay(src, endpoint, resume, *extra):
 
 
 def _receive_all(endpoint, topics, want, timeout=90):
-    from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+    from rocketmq import (
+        ClientConfiguration,
+        Credentials,
+        FilterExpression,
+        SimpleConsumer,
+    )
 
     got, errors = Counter(), []
     c = SimpleConsumer(ClientConfiguration(endpoint, Credentials()), "ReplayCheck",

@@ -7,9 +7,8 @@ import struct
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import writable_store
-from tests.oracle_helpers import load_manifest, oracle, store_config_file, STORES
+from conftest import writable_store
+from oracle_helpers import STORES, load_manifest, oracle, store_config_file
 
 UNIT = struct.Struct(">qiq")
 
@@ -118,8 +117,11 @@ def test_salvage_parquet_equals_jsonl(cli, tmp_path):
     import pyarrow.parquet as pq
 
     s = _store(tmp_path, "basic-multifile", "v5")
-    _export(cli, s, tmp_path / "j")
+    _, res = _export(cli, s, tmp_path / "j")
     _export(cli, s, tmp_path / "p", fmt="parquet")
+    q = {(x["group"], x["topic"], x["queue_id"]): x for x in res["queues"]}
+    assert q[("G2", "TopicB", 1)]["rows"] == 0 and "above the queue's max 15" in q[("G2", "TopicB", 1)]["reasons"][0]
+    assert q[("G1", "TopicA", 3)]["committed"] is None and q[("G1", "TopicA", 3)]["rows"] == 16
     t = pq.read_table(tmp_path / "p" / "part-00000.parquet").to_pylist()
     j = _rows(tmp_path / "j")
     assert len(t) == len(j) > 0

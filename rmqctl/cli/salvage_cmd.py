@@ -56,7 +56,8 @@ def run(ctx, stores, fmt, out, overwrite, body, extra: dict, group, no_offset, e
         sys.stdout.write(json.dumps({k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])},
                                     ensure_ascii=False) + "\n")
     else:
-        from rmqctl.terminal import escape, out as console
+        from rmqctl.terminal import escape
+        from rmqctl.terminal import out as console
 
         con = console()
         for n in res["notes"]:
