@@ -356,7 +356,7 @@ def export_spark(ds, store, out: str, fmt: str, *, group=None, no_offset="min", 
         qmin = df.groupBy("topic", "queue_id").agg(F.min("queue_offset").alias("qmin"),
                                                     F.max("queue_offset").alias("qmax"))
         r = F.broadcast(ranges).join(qmin, (F.col("t") == F.col("topic")) & (F.col("q") == F.col("queue_id")), "left")
-        r = r.select("g", "t", "q", "c", F.coalesce(F.col("c"), F.col("qmin"), F.lit(0)).alias("s"),
+        r = r.select("g", "t", "q", "c", F.coalesce(F.greatest(F.col("c"), F.col("qmin")), F.lit(0)).alias("s"),
                      (F.col("qmax") + 1).alias("mx"))
         sel = df.join(F.broadcast(r.select("g", "t", "q", "s")),
                       (F.col("t") == F.col("topic")) & (F.col("q") == F.col("queue_id"))
