@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import writable_store
 from oracle_helpers import STORES, load_manifest, oracle, store_config_file
+from spark_fixtures import spark  # noqa: F401 - session fixture
 
 UNIT = struct.Struct(">qiq")
 
@@ -185,10 +186,11 @@ def test_salvage_equals_broker_getmessage(cli, tmp_path, name, v):
 
 
 @pytest.mark.spark
-def test_salvage_local_equals_spark(cli, tmp_path):
+def test_salvage_local_equals_spark(cli, tmp_path, spark):
+    """The Spark engine (the run's shared session, which the command reuses) gives the local engine's rows."""
     s = _store(tmp_path, "basic-multifile", "v5")
     _export(cli, s, tmp_path / "local")
-    code, res = _export(cli, s, tmp_path / "spark", "--engine", "spark", "--master", "local[1]")
+    code, res = _export(cli, s, tmp_path / "spark", "--engine", "spark")
     assert code == 0
     a, b = _ours(_rows(tmp_path / "local")), _ours(_rows(tmp_path / "spark"))
     assert a == b and len(a) > 0

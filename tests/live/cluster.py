@@ -20,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PROBE_TOPIC = "LiveProbe"
 CLASSPATH = HERE / "target" / "classpath.txt"
-JAVA_OPTS = ["-Xmx256m", "-XX:+UseSerialGC",
+JAVA_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
              "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
              "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
              "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
