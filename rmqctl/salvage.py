@@ -22,7 +22,7 @@ import os
 import zlib
 from dataclasses import dataclass, field
 
-from rmqctl.dispatch import goes_to_consume_queue
+from rmqctl.dispatch import goes_to_consume_queue, lmq_on, lmq_targets, multi_dispatch_on
 from rmqctl.scan import is_zero
 
 RETRY_PREFIX = "%RETRY%"
@@ -185,29 +185,32 @@ def run_local(store, tgts: list[Target], emit, *, no_offset: str = "min", body: 
             v.close()
         found: dict = {}        # (topic, qid, offset) seen in the pass (first one wins, like a rebuild's unit)
         if scan_from is not None and wanted:
+            multi, lmq = multi_dispatch_on(store.config), lmq_on(store.config)
             for r in q.cl.records(start=scan_from, check_crc=False, check_phys=False, stop_at_bad=True):
                 if not goes_to_consume_queue(r.sys_flag):
                     continue
-                key = (r.topic, r.queue_id)
-                w = wanted.get(key)
-                if w is None:
-                    continue
-                off = r.queue_offset
-                if (r.topic, r.queue_id, off) in found:
-                    continue
-                idx = sorted(set(w["missing"].get(off, ())) | {i for s, i in w["tails"] if off >= s})
-                if not idx:
-                    continue
-                found[(r.topic, r.queue_id, off)] = True
-                r.crc_ok = (zlib.crc32(r.body) & 0x7FFFFFFF) == r.body_crc
-                row = message_row(r, store_name, delay, body)
-                for i in idx:
-                    emit(row[:1] + (tgts[i].group,) + row[1:])
-                    results[i].rows += 1
-                    results[i].from_commitlog += 1
-                    tail_max = off + 1
-                    if results[i].max_offset is None or tail_max > results[i].max_offset:
-                        results[i].max_offset = tail_max
+                # the queues the broker dispatches the record to: its own, and its multi-dispatch (LMQ) targets
+                places = [(r.topic, r.queue_id, r.queue_offset)]
+                if multi:
+                    places += lmq_targets(r.topic, r.queue_id, r.properties, lmq)
+                row = None
+                for topic, qid, off in places:
+                    w = wanted.get((topic, qid))
+                    if w is None or (topic, qid, off) in found:
+                        continue
+                    idx = sorted(set(w["missing"].get(off, ())) | {i for s, i in w["tails"] if off >= s})
+                    if not idx:
+                        continue
+                    found[(topic, qid, off)] = True
+                    if row is None:
+                        r.crc_ok = (zlib.crc32(r.body) & 0x7FFFFFFF) == r.body_crc
+                        row = message_row(r, store_name, delay, body)
+                    for i in idx:
+                        emit(row[:1] + (tgts[i].group,) + row[1:])
+                        results[i].rows += 1
+                        results[i].from_commitlog += 1
+                        if results[i].max_offset is None or off + 1 > results[i].max_offset:
+                            results[i].max_offset = off + 1
         for key, w in wanted.items():
             for off, idxs in w["missing"].items():
                 if (key[0], key[1], off) in found:

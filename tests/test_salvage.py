@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ CASES = {
                         ["G1", "G2"]),
     "retry-dlq": ({"OrderTopic@GroupA": {0: 1, 1: 0}, "%DLQ%GroupA@GroupC": {0: 0}}, ["GroupA", "GroupB"]),
     "crash-behind": ({"CrashTopic@G1": {0: 5, 1: 12, 2: 0}}, ["G1"]),
+    "lmq": ({"%LMQ%q1@G1": {0: 10}, "TopicL@G1": {0: 5, 1: 20}}, ["G1"]),
 }
 
 
@@ -55,18 +57,19 @@ def _rows(out: Path) -> list[dict]:
     return rows
 
 
+_FIELDS = ("group", "topic", "queue_id", "queue_offset", "physical_offset", "size", "sys_flag", "flag", "body_crc",
+           "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+           "prepared_transaction_offset", "msg_id")
+
+
 def _ours(rows):
-    return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): (
-        r["physical_offset"], r["size"], r["sys_flag"], r["flag"], r["body_crc"], r["born_timestamp"], r["born_host"],
-        r["store_timestamp"], r["store_host"], r["reconsume_times"], r["prepared_transaction_offset"], r["body"],
-        r["properties"], r["msg_id"]) for r in rows}
+    """Every row as a hashable tuple, counted (a message salvaged twice for a group would show)."""
+    return Counter(tuple(r[f] for f in _FIELDS) + (r["body"], tuple(sorted(r["properties"].items()))) for r in rows)
 
 
 def _broker(rows):
-    return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): (
-        r["physical_offset"], r["size"], r["sys_flag"], r["flag"], r["body_crc"], r["born_timestamp"], r["born_host"],
-        r["store_timestamp"], r["store_host"], r["reconsume_times"], r["prepared_transaction_offset"], r["body_b64"],
-        dict(r["properties"]), r["msg_id"]) for r in rows}
+    return Counter(tuple(r[f] for f in _FIELDS) + (r["body_b64"], tuple(sorted(r["properties"].items())))
+                   for r in rows)
 
 
 def _cq_file(store: Path, topic: str, qid: int, offset: int, fs: int) -> tuple[Path, int]:
@@ -183,6 +186,27 @@ def test_salvage_equals_broker_getmessage(cli, tmp_path, name, v):
         assert code == 0
         assert _ours(_rows(tmp_path / "out2")) == _broker(broker["rows"])
         assert sum(q["from_commitlog"] for q in res["queues"]) >= 3
+
+
+@pytest.mark.oracle
+def test_salvage_lmq_queue_equals_broker(cli, tmp_path):
+    """A multi-dispatch (LMQ) queue: from its consume queue, and from the commitlog's INNER_MULTI_QUEUE_OFFSET when
+    that consume queue is gone; both equal the broker's getMessage on the LMQ queue."""
+    import shutil
+
+    s = _store(tmp_path, "lmq", "v5")
+    conf = store_config_file(STORES / "lmq-v5", tmp_path)
+    broker = oracle("v5", "salvage", "--store", s, "--conf", conf)
+    assert any(r["topic"] == "TopicL" for r in broker["rows"]) and broker["queues"][0]["topic"] == "%LMQ%q1"
+    assert broker["queues"][0]["rows"] == 24 - 10
+    want = _broker(broker["rows"])
+    code, res = _export(cli, s, tmp_path / "a", "--broker-config", conf)
+    assert code == 0 and _ours(_rows(tmp_path / "a")) == want
+    shutil.rmtree(s / "consumequeue" / "%LMQ%q1")
+    assert not (s / "consumequeue" / "%LMQ%q1").exists()
+    code, res = _export(cli, s, tmp_path / "b", "--broker-config", conf)
+    q = next(x for x in res["queues"] if x["topic"] == "%LMQ%q1")
+    assert code == 0 and q["from_commitlog"] == 14 and _ours(_rows(tmp_path / "b")) == want
 
 
 @pytest.mark.spark

@@ -26,7 +26,8 @@ def unconsumed_options(f):
     return f
 
 
-def run(ctx, stores, fmt, out, overwrite, body, extra: dict, group, no_offset, engine, as_json, open_dataset):
+def run(ctx, stores, fmt, out, overwrite, body, extra: dict, group, no_offset, engine, as_json, open_dataset,
+        broker_config=None):
     """Exit code of `export --unconsumed`. extra: the export options that do not combine with it."""
     from rmqctl.cli.options import require_store
     from rmqctl.salvage import export_local, export_spark, summary_lines
@@ -42,7 +43,12 @@ def run(ctx, stores, fmt, out, overwrite, body, extra: dict, group, no_offset, e
     if ref.local is None:
         raise UsageError(f"{ref.uri}: --unconsumed reads a local store")
     root = require_store(ref.local)
-    store = Store.open(root)
+    config = None
+    if broker_config:
+        from rmqctl.store.config import StoreConfig
+
+        config = StoreConfig.from_file(broker_config)
+    store = Store.open(root, config)
     if engine == "spark":
         from rmqctl.spark.session import spark_extra_required
 

@@ -265,7 +265,8 @@ def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, 
         extra = {"--topic": topics, "--queue": queues, "--key": keys, "--begin": begin, "--end": end,
                  "--transaction-type": tx_types, "--partition-by": partition_by, "--files": files}
         return salvage_cmd.run(ctx, stores, fmt, out, overwrite, body, extra, group, no_offset, engine, as_json,
-                               lambda b: _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=b))
+                               lambda b: _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=b),
+                               broker_config)
     if group or engine:
         raise UsageError("--group and --engine go with --unconsumed")
 
