@@ -210,7 +210,7 @@ def test_salvage_lmq_queue_equals_broker(cli, tmp_path):
 
 
 @pytest.mark.spark
-def test_salvage_local_equals_spark(cli, tmp_path, spark):
+def test_salvage_local_equals_spark(cli, tmp_path, spark):  # noqa: F811 - the session fixture
     """The Spark engine (the run's shared session, which the command reuses) gives the local engine's rows."""
     s = _store(tmp_path, "basic-multifile", "v5")
     _export(cli, s, tmp_path / "local")
