@@ -33,6 +33,8 @@ def _needs(argv: list[str]) -> str | None:
     text = " ".join(argv)
     if "tests/oracle/" in text:
         return "oracle"
+    if "org.apache.rocketmq.proxy." in text or "org.apache.rocketmq.namesrv." in text:   # tests/live
+        return "live"
     if "org.apache.spark.deploy." in text:      # a standalone master or worker
         return "spark_cluster"
     local = any(a == "--engine" and b == "local" for a, b in zip(argv, argv[1:]))   # stats in-process

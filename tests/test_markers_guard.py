@@ -13,6 +13,11 @@ def test_unmarked_oracle_is_refused():
         subprocess.run([str(ROOT / "tests/oracle/oracle"), "v5", "--help"])
 
 
+def test_unmarked_live_cluster_is_refused():
+    with pytest.raises(RuntimeError, match="not marked @pytest.mark.live"):
+        subprocess.run(["java", "-cp", "none", "org.apache.rocketmq.proxy.ProxyStartup", "-pm", "local"])
+
+
 def test_unmarked_spark_command_is_refused():
     with pytest.raises(RuntimeError, match="not marked @pytest.mark.spark"):
         subprocess.run([sys.executable, "-m", "rmqctl", "stats", "x"])

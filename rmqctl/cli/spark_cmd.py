@@ -8,6 +8,7 @@ import sys
 import click
 
 from rmqctl.cli.options import json_option, require_store, resolve_time, utc_option
+from rmqctl.cli.salvage_cmd import unconsumed_options
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
 
@@ -239,10 +240,11 @@ def _print_stats(result, show_queues):
 @click.option("--files", type=click.IntRange(min=1), default=None, help="Write at most N files.")
 @spark_options
 @filter_options
+@unconsumed_options
 @json_option
 @click.pass_context
 def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, io, split_size, broker_config,
-           no_crc, topics, queues, keys, begin, end, tx_types, utc, as_json):
+           no_crc, topics, queues, keys, begin, end, tx_types, utc, unconsumed, group, no_offset, engine, as_json):
     """Export messages to Parquet or JSON Lines with the documented messages schema (store, topic,
     queue_id, queue_offset, physical_offset, size, sys_flag, transaction_type, tags, tags_code,
     keys, uniq_key, msg_id, born/store timestamps (ms) and hosts, reconsume_times, body_crc_ok,
@@ -253,8 +255,20 @@ def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, 
       rmqctl export store --out /tmp/orders --topic Orders --begin 2024-05-01 --end 2024-05-02
       rmqctl export a=/data/a/store b=/data/b/store --format jsonl --out /tmp/all --no-body
       duckdb -c "select topic, count(*) from '/tmp/orders/*.parquet' group by 1"
+      rmqctl export store --unconsumed --group OrderGroup --format jsonl --out /tmp/salvage
     """
     from rmqctl.spark.session import spark_extra_required
+
+    if unconsumed:
+        from rmqctl.cli import salvage_cmd
+
+        extra = {"--topic": topics, "--queue": queues, "--key": keys, "--begin": begin, "--end": end,
+                 "--transaction-type": tx_types, "--partition-by": partition_by, "--files": files}
+        return salvage_cmd.run(ctx, stores, fmt, out, overwrite, body, extra, group, no_offset, engine, as_json,
+                               lambda b: _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=b),
+                               broker_config)
+    if group or engine:
+        raise UsageError("--group and --engine go with --unconsumed")
 
     with spark_extra_required("rmqctl export"):
         from rmqctl.spark.export import export as run_export

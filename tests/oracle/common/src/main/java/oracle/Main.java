@@ -58,6 +58,7 @@ public final class Main {
         "  expire --store DIR [--conf FILE.json] [--hours H]   (in place: the broker's own file expiry)",
         "  hold-lock --store DIR",
         "  compaction-write --scenario F --store DIR | compaction-read|compaction-restart --store DIR [--conf F]  (5.x)",
+        "  salvage --store DIR [--conf FILE.json] [--group G]   (getMessage from each group's committed offsets)",
         "  version");
 
     static class UsageException extends RuntimeException {
@@ -158,6 +159,11 @@ public final class Main {
             case "expire": {
                 Map<String, String> o = opts(args, 1);
                 emit(Expire.run(c, need(o, "store"), o.get("conf"), Integer.parseInt(o.getOrDefault("hours", "72"))));
+                return 0;
+            }
+            case "salvage": {
+                Map<String, String> o = opts(args, 1);
+                emit(Salvage.run(c, need(o, "store"), o.get("conf"), o.get("group")));
                 return 0;
             }
             case "hold-lock": {
