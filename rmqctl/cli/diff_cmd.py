@@ -1,7 +1,6 @@
 """`rmqctl diff STORE_A STORE_B`: compare two replicas, read-only."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -88,7 +87,9 @@ def diff(store_a, store_b, as_json, conf):
                              path=s)
     d = run_diff(store_a, store_b, _config(Path(store_a), conf))
     if as_json:
-        sys.stdout.write(json.dumps(d.to_json()) + "\n")
+        from rmqctl.render import emit_json
+
+        emit_json("diff", d.to_json())
     else:
         sys.stdout.write("\n".join(_text(d)) + "\n")
     return Exit.PROBLEMS if d.diverged else Exit.OK

@@ -9,7 +9,7 @@ import click
 from rmqctl import dumping
 from rmqctl.cli.options import body_option, build_store_config, json_option, store_config_options
 from rmqctl.errors import FormatError, UsageError
-from rmqctl.render import jsonl, message_json, message_text
+from rmqctl.render import json_line, message_json, message_text
 from rmqctl.status import Exit
 from rmqctl.terminal import escape
 
@@ -205,7 +205,7 @@ class _Emitter:
                 return
             item = val
         if self.as_json:
-            self.out.write(jsonl(item) + "\n")
+            self.out.write(json_line("dump", item) + "\n")
         elif item.get("kind") == "trailer":
             self.out.write(dumping.trailer_text(item, item["file"]) + "\n")
             if item.get("note"):
@@ -215,7 +215,7 @@ class _Emitter:
 
     def summary(self, s: dict):
         if self.as_json:
-            self.out.write(jsonl(s) + "\n")
+            self.out.write(json_line("dump", s) + "\n")
             return
         from rmqctl.cli.summary_text import render_summary
 

@@ -1,7 +1,6 @@
 """`rmqctl reclaim STORE`: free disk space the way the broker's own expiry would, the plan first."""
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -53,9 +52,11 @@ def _text(p, extra: dict) -> list[str]:
 
 def _emit(p, as_json: bool, extra: dict) -> None:
     if as_json:
+        from rmqctl.render import emit_json
+
         d = p.to_json()
         d.update(extra)
-        sys.stdout.write(json.dumps(d) + "\n")
+        emit_json("reclaim", d)
     else:
         sys.stdout.write("\n".join(_text(p, extra)) + "\n")
     sys.stdout.flush()

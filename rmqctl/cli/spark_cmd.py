@@ -2,12 +2,11 @@
 commands only, never when rmqctl.cli loads)."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
-from rmqctl.cli.options import json_option, require_store, resolve_time, utc_option
+from rmqctl.cli.options import report_json_option, require_store, resolve_time, utc_option
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
 
@@ -120,7 +119,7 @@ def _size(n):
 @click.argument("stores", nargs=-1, metavar="STORE...")
 @spark_options
 @filter_options
-@json_option
+@report_json_option
 @click.option("--chart", type=click.Path(dir_okay=False, writable=True),
               help="Write messages per minute per topic as a self-contained chart: FILE.html or FILE.svg.")
 @click.option("--queues/--no-queues", "show_queues", default=None,
@@ -163,7 +162,9 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
         with open(chart, "w", encoding="utf-8") as f:
             f.write(st.chart_svg(result) if chart.endswith(".svg") else st.chart_html(result))
     if as_json:
-        sys.stdout.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
+        from rmqctl.render import emit_json
+
+        emit_json("stats", result)
     else:
         _print_stats(result, show_queues)
     return Exit.OK
@@ -239,7 +240,7 @@ def _print_stats(result, show_queues):
 @click.option("--files", type=click.IntRange(min=1), default=None, help="Write at most N files.")
 @spark_options
 @filter_options
-@json_option
+@report_json_option
 @click.pass_context
 def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, io, split_size, broker_config,
            no_crc, topics, queues, keys, begin, end, tx_types, utc, as_json):
@@ -264,8 +265,9 @@ def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, 
         res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
                          files=files)
     if as_json:
-        sys.stdout.write(json.dumps({k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])})
-                         + "\n")
+        from rmqctl.render import emit_json
+
+        emit_json("export", {k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])})
     else:
         sys.stdout.write(f"exported {res['messages']:,} messages to {res['out']} ({fmt}, "
                          f"{len(res['files'])} files)\n")

@@ -58,7 +58,7 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
     """
     from pathlib import Path
 
-    from rmqctl.check.findings import Report, dumps, write_atomically
+    from rmqctl.check.findings import Report, write_atomically
     from rmqctl.terminal import escape
     from rmqctl.check.run import AREAS, verify_file, verify_store
     from rmqctl.errors import RmqError, UsageError
@@ -117,7 +117,9 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
     if report.problems:
         code = Exit.PROBLEMS
     if as_json:
-        click.echo(dumps(report.to_json(verbose=True)))
+        from rmqctl.render import emit_json
+
+        emit_json("verify", report.to_json(verbose=True))
     elif summary:
         _print_summary(report, verbose)
     else:
