@@ -489,7 +489,7 @@ class QueryEngine:
             done = files[0].start if files else 0
             for r in self.cl.records(walk=walk, stop_at_bad=False):
                 n += 1
-                if not n & 1023:
+                if not n & 63:
                     bar.advance(r.offset - done)
                     done = r.offset
                 if pred(r):

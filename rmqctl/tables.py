@@ -16,9 +16,11 @@ def _cell(v) -> str:
     return "" if v is None else escape(v)
 
 
-def print_table(headers, rows, *, title: str | None = None, right=(), no_wrap=()) -> None:
+def print_table(headers, rows, *, title: str | None = None, right=(), no_wrap=(), tsv: bool = False) -> None:
     """headers: column names; rows: sequences of values (None prints empty); right: the indexes or
-    names of right-justified (numeric) columns; no_wrap: columns rich must not fold (timestamps)."""
+    names of right-justified (numeric) columns; no_wrap: columns rich must not fold (timestamps);
+    tsv: piped, print tab-separated values (no title) instead of aligned text (for scripts that
+    already read a command's TSV)."""
     headers = list(headers)
     right = {h if isinstance(h, int) else headers.index(h) for h in right}
     no_wrap = {h if isinstance(h, int) else headers.index(h) for h in no_wrap}
@@ -35,6 +37,9 @@ def print_table(headers, rows, *, title: str | None = None, right=(), no_wrap=()
         for r in rows:
             t.add_row(*r)
         out().print(t)
+        return
+    if tsv:
+        sys.stdout.write("".join("\t".join(r) + "\n" for r in [[escape(h) for h in headers], *rows]))
         return
     sys.stdout.write(plain_table(headers, rows, title=title, right=right))
 

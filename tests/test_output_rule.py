@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from output_runs import runs
+
 from rmqctl.schemas import SCHEMAS, TYPES, fields_of
 
 PY_TYPE = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array",

@@ -19,7 +19,7 @@ from rmqctl.config import edit as ed
 from rmqctl.config.files import EMPTY, FAIL, KINDS, LOAD_MAIN, Loaded, config_dir_of, load_config, locate
 from rmqctl.errors import ProblemsFound, RmqError, UsageError
 from rmqctl.status import Exit
-from rmqctl.terminal import escape, stdout_is_tty, warn
+from rmqctl.terminal import escape, warn
 
 # -- shared plumbing -----------------------------------------------------------------------------------
 
@@ -149,21 +149,9 @@ def _exit_for(ld: Loaded) -> int:
 
 
 def _table(headers: list[str], rows: list[list]) -> None:
-    rows = [["" if v is None else escape(v) for v in r] for r in rows]
-    if stdout_is_tty():
-        from rich.table import Table
+    from rmqctl.tables import print_table
 
-        from rmqctl.terminal import out
-
-        t = Table(*headers, box=None, pad_edge=False)
-        for r in rows:
-            t.add_row(*r)
-        out().print(t)
-        return
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
-    for r in rows:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    print_table(headers, rows)
 
 
 def _open_store(store_dir: Path):

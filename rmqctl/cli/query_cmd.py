@@ -51,7 +51,8 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     relative to now (-2h, -30m, -7d); a time without a zone is local time (TZ; --utc for UTC). The
     resolved instant is echoed on stderr in UTC and epoch milliseconds.
 
-    Output is what `rmqctl dump` prints for a message; --json gives JSON Lines in dump's schema.
+    Output is what `rmqctl dump` prints for a message; --json gives JSON Lines ("schema":
+    "rmqctl.query/1", the fields of dump's messages; FIELDS in man rmqctl-query).
     Exit status: 0 when the query ran, whether or not anything matched ("no message matched" goes to
     stderr, stdout stays empty); 2 for a bad id, offset, time or option combination; 4 when damaged
     input was met on the way (bad CRC, a consume queue or index pointing nowhere, a looping index chain)

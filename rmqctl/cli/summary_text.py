@@ -1,4 +1,4 @@
-"""Readable rendering of a store summary (rich tables on a terminal, plain text otherwise)."""
+"""Readable rendering of a store summary (tables through rmqctl.tables: rich on a terminal, plain text otherwise)."""
 from __future__ import annotations
 
 from rmqctl.render import fmt_time
@@ -6,7 +6,7 @@ from rmqctl.terminal import escape, out
 
 
 def render_summary(s: dict) -> None:
-    from rich.table import Table
+    from rmqctl.tables import print_table
 
     c = _Escaped(out())
     c.print(f"store {s['root']}")
@@ -35,22 +35,15 @@ def render_summary(s: dict) -> None:
             + (f", {ix['files'][0]} .. {ix['files'][-1]}" if ix["files"] else ""))
     qs = s.get("consume_queues", [])
     if qs:
-        t = Table(title=f"{len(s['topics'])} topics, {len(qs)} consume queues", show_lines=False)
-        for col in ("topic", "queue", "files", "min offset", "max offset"):
-            t.add_column(col, justify="right" if col != "topic" else "left")
-        for q in qs:
-            t.add_row(escape(q["topic"]), str(q["queue_id"]), str(q["files"]), str(q["min_offset"]), str(q["max_offset"]))
-        c.print(t)
+        print_table(("topic", "queue", "files", "min offset", "max offset"),
+                    [(q["topic"], q["queue_id"], q["files"], q["min_offset"], q["max_offset"]) for q in qs],
+                    title=f"{len(s['topics'])} topics, {len(qs)} consume queues", right=(1, 2, 3, 4))
     for k in ("batchconsumequeue", "consumequeue_ext"):
         if s.get(k):
             c.print(f"{k}: {', '.join(s[k])}")
     if s.get("config"):
-        t = Table(title="config")
-        for col in ("file", "main", ".bak", "broker would"):
-            t.add_column(col)
-        for f in s["config"]:
-            t.add_row(*(escape(f[k]) for k in ("file", "main", "bak", "broker_would")))
-        c.print(t)
+        print_table(("file", "main", ".bak", "broker would"),
+                    [[f[k] for k in ("file", "main", "bak", "broker_would")] for f in s["config"]], title="config")
     for k, v in s.get("other", {}).items():
         c.print(f"{k}: {v['files']} files, {v['bytes']} bytes")
     for nf in s.get("not_followed", []):

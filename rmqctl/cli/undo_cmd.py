@@ -1,7 +1,6 @@
 """`rmqctl undo`: restore, bit-exact, what a previous rmqctl write changed (from the quarantine journal)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
