@@ -478,7 +478,6 @@ class QueryEngine:
     def _scan(self, pred, limit=None, keep="first"):
         """Walk every commitlog file (a damaged file ends that file, the next one is still read)."""
         from rmqctl.store.commitlog import Walk
-
         from rmqctl.terminal import progress
 
         walk = Walk()

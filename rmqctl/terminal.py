@@ -128,7 +128,7 @@ def warn(msg: str) -> None:
     sys.stderr.write(f"rmqctl: warning: {escape(msg)}\n")
 
 
-def progress(total: int, description: str):
+def progress(total: int, description: str, unit: str = "B"):
     """A progress bar on stderr (bytes, bytes/s, ETA) for a scan of `total` bytes (or items): only when
     stderr is a terminal, and only once the scan has run RMQCTL_PROGRESS_AFTER seconds (default 2), so
     quick runs, cron and pipes see nothing. Plain text (no markup); erased before anything is written
@@ -139,7 +139,7 @@ def progress(total: int, description: str):
         after = float(os.environ.get("RMQCTL_PROGRESS_AFTER", "2"))
     except ValueError:
         after = 2.0
-    return _Bar(max(int(total), 1), description, after)
+    return _Bar(max(int(total), 1), description, after, unit)
 
 
 class _NoProgress:
@@ -162,12 +162,15 @@ def clear_progress() -> None:
         _ACTIVE[-1].erase()
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+def _human(n: float, unit: str = "B") -> str:
+    """1234567 -> "1.2 MB" (unit "B"); other units: "1.2 M steps"."""
+    for prefix in ("", "k", "M", "G", "T"):
+        if abs(n) < 1000 or prefix == "T":
+            if unit == "B":
+                return f"{n:.0f} B" if not prefix else f"{n:.1f} {prefix}B"
+            return f"{n:.0f} {unit}" if not prefix else f"{n:.1f} {prefix} {unit}"
         n /= 1000
-    return f"{n:.1f} TB"
+    return f"{n:.1f}"
 
 
 def _clock(s: float) -> str:
@@ -192,10 +195,10 @@ class _StderrProxy:
 class _Bar:
     REDRAW = 0.2
 
-    def __init__(self, total, description, after):
+    def __init__(self, total, description, after, unit="B"):
         import threading
 
-        self.total, self.description, self.after = total, description, after
+        self.total, self.description, self.after, self.unit = total, description, after, unit
         self.done = 0
         self.shown = False
         self._lock = threading.Lock()
@@ -251,7 +254,8 @@ class _Bar:
         elapsed = max(now - self.start, 1e-6)
         rate = done / elapsed
         eta = _clock((self.total - done) / rate) if rate > 0 else "-:--:--"
-        tail = f" {100 * done / self.total:3.0f}% {_human(done)}/{_human(self.total)} {_human(rate)}/s ETA {eta}"
+        u = self.unit
+        tail = f" {100 * done / self.total:3.0f}% {_human(done, u)}/{_human(self.total, u)} {_human(rate, u)}/s ETA {eta}"
         head = escape(self.description)
         room = width - 1 - len(head) - len(tail) - 1
         bar = ""

@@ -27,7 +27,7 @@ def copy_store(dest: Path, name: str) -> Path:
 
 def run(*args, env=None) -> tuple[list, int, list, str]:
     argv = [str(RMQCTL), *map(str, args)]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
                        env={**os.environ, **(env or {}), "COLUMNS": "80"})
     objs = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
     return [str(a) for a in args], p.returncode, objs, p.stderr
@@ -94,14 +94,14 @@ def runs(tmp: Path) -> list:
     add(run("undo", a, "--json"))
     # dump: every file kind (several paths per process), a whole store, a damaged file
     bcq = _bcq_file(tmp / "bcq" / "batchconsumequeue" / "T" / "0" / ("0" * 20))
-    cl = sorted((a / "commitlog").iterdir())[0]
+    cl = min((a / "commitlog").iterdir())
     cqext = next(p for p in sorted((STORES / "cqext-v5" / "store" / "consumequeue_ext").rglob("*")) if p.is_file())
     add(run("dump", "--json", "--count", "2", cl, a / "consumequeue" / "TopicA" / "0", a / "checkpoint", a / "lock",
             cqext, a / "config" / "topics.json", a / "config" / "delayOffset.json",
-            sorted((a / "index").iterdir())[0], TIMER / "timercheck", TIMER / "timerwheel",
-            sorted((TIMER / "timerlog").iterdir())[0], REAL_STORE / "abort" if (REAL_STORE / "abort").exists()
+            min((a / "index").iterdir()), TIMER / "timercheck", TIMER / "timerwheel",
+            min((TIMER / "timerlog").iterdir()), REAL_STORE / "abort" if (REAL_STORE / "abort").exists()
             else REAL / "Shaoxubao__rocketmq-study" / "store" / "abort"))
-    add(run("dump", "--json", "--slots", "--count", "1", sorted((a / "index").iterdir())[0]))
+    add(run("dump", "--json", "--slots", "--count", "1", min((a / "index").iterdir())))
     add(run("dump", "--json", "--kind", "batchconsumequeue", bcq))
     add(run("dump", "--json", "--kind", "compaction_cq", bcq))
     add(run("dump", "--json", "--kind", "timerlog", _timerlog_file(tmp / "tl" / "timerlog" / ("0" * 20))))

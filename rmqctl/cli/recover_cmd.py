@@ -41,10 +41,10 @@ def _one_conf(conf, conf_alias):
     return conf_alias if conf_alias is not None else conf   # the old name, when given, wins over the env var
 
 
-def _progress(total: int, desc: str):
+def _progress(total: int, desc: str, unit: str = "B"):
     from rmqctl.terminal import progress
 
-    return progress(max(total, 1), desc)
+    return progress(max(total, 1), desc, unit)
 
 
 def _emit(ctx, as_json: bool, extra: dict, command: str) -> None:
@@ -119,7 +119,7 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
                 _emit(ctx, as_json, {"applied": False}, op.split("-")[0])
                 return Exit.OK
             R.check_space(store, ctx)
-            with _progress(len(ctx.plan.actions), "applying") as pg:
+            with _progress(len(ctx.plan.actions), "applying", "steps") as pg:
                 R.apply(store, ctx, j, progress=pg)
             JO.committed(j)
         except BaseException as e:

@@ -429,7 +429,6 @@ def compute_local(store_paths, flt=None, *, config=None, check_crc=True, names=N
     process (commitlog order, stopping like CommitLog.records(stop_at_bad=True)), the same Merge."""
     from rmqctl.spark.dataset import local_batches
     from rmqctl.spark.plan import parse_store_args
-
     from rmqctl.terminal import progress
 
     refs = parse_store_args([str(p) for p in store_paths]) if names is None else names
