@@ -119,11 +119,10 @@ def runs(tmp: Path) -> list:
     add(run("verify", "--json", bad / cl.name))
     add(run("verify", "--json", STORES / "crash-multifile-v5" / "store"))
     add(run("query", a, "--phys-offset", "0", "--json"))
-    first = out[-1][2][0] if out[-1][2] else None
-    if first:
-        add(run("query", a, "--msg-id", first["msg_id"], "--json", "--body", "hex"))
+    first = out[-1][2][0]
+    add(run("query", a, "--msg-id", first["msg_id"], "--json", "--body", "hex"))
     add(run("query", a, "-t", "TopicA", "-k", "a-0", "--json"))
-    add(run("query", a, "-t", "TopicA", "--uniq-key", "0" * 8, "--json"))
+    add(run("query", a, "-t", first["topic"], "--uniq-key", first["properties"]["UNIQ_KEY"], "--json"))
     add(run("query", a, "-t", "TopicA", "--queue", "1", "--offset", "2", "--count", "2", "--json", "--body", "none"))
     add(run("query", a, "-t", "TopicA", "--queue", "1", "--time", "0", "--json"))
     add(run("query", a, "-t", "TopicA", "--begin", "0", "--end", "now", "--max", "3", "--json"))

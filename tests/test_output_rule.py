@@ -69,6 +69,7 @@ def test_every_json_output_matches_its_schema(outputs):
         cmd = " ".join(argv)
         assert code in (0, 1, 4), f"{cmd}: exit {code}: {err}"
         assert "Traceback" not in err, cmd
+        assert objs, f"{cmd}: printed nothing ({err.strip()})"
         ids = {o.get("schema") for o in objs}
         for i, o in enumerate(objs):
             sid = o.get("schema")
