@@ -6,6 +6,7 @@ import errno
 import os
 import re
 import sys
+import time
 from functools import lru_cache
 
 # C0, DEL, C1, line/paragraph separators, bidi overrides: bytes from messages must not drive the terminal.
@@ -156,12 +157,6 @@ class _NoProgress:
 _ACTIVE: list = []          # the bar being shown (at most one)
 
 
-def clear_progress() -> None:
-    """Erase the progress bar, if one is drawn (before a line goes to the terminal)."""
-    if _ACTIVE:
-        _ACTIVE[-1].erase()
-
-
 def _human(n: float, unit: str = "B") -> str:
     """1234567 -> "1.2 MB" (unit "B"); other units: "1.2 M steps"."""
     for prefix in ("", "k", "M", "G", "T"):
@@ -205,8 +200,6 @@ class _Bar:
         self._next = 0.0
 
     def __enter__(self):
-        import time
-
         self._stream = sys.stderr
         self.start = time.monotonic()
         self._next = self.start + self.after
@@ -223,8 +216,6 @@ class _Bar:
         return False
 
     def advance(self, n: int) -> None:
-        import time
-
         self.done += n
         now = time.monotonic()
         if now >= self._next:
