@@ -143,15 +143,16 @@ def test_verify_summary_piped_is_tsv():
 
 def test_terminal_tables_are_rich_and_fold_long_names():
     topic = long_topic()
-    code, raw, _ = on_pty("dump", LONG, cols=80)
-    assert code == 0
-    text = raw.decode()
-    assert BOX.search(text) and "\u2026" not in text
-    lines = screen(raw, 80)
-    assert max(map(len, lines)) <= 80
-    # the first column's cell, line after line, holds the whole topic
-    cells = [ln.split("\u2502")[1].strip() for ln in lines if ln.startswith("\u2502")]
-    assert topic in "".join(cells)
+    for args in (["dump", LONG], ["stats", "--engine", "local", LONG]):
+        code, raw, _ = on_pty(*args, cols=80)
+        assert code == 0, args
+        text = raw.decode()
+        assert BOX.search(text) and "\u2026" not in text, args
+        lines = screen(raw, 80)
+        assert max(map(len, lines)) <= 80, args
+        # the first column's cell, line after line, holds the whole topic
+        cells = [ln.split("\u2502")[1].strip() for ln in lines if ln.startswith("\u2502")]
+        assert topic in "".join(cells), args
 
 
 # --- progress -----------------------------------------------------------------------------------------------
