@@ -136,11 +136,59 @@ def _page(name: str, cmd: click.Command, help_names: list[str], section_extra: s
         ctx = click.Context(cmd)
         for sub in sorted(cmd.list_commands(ctx)):
             parts += [f".TP\n.B {_esc(sub)}\n{_esc(_short_help(cmd.get_command(ctx, sub)))}"]
+    fields = _fields_section(name)
+    if fields:
+        parts.append(fields)
     exits = cmd.epilog if cmd.epilog and "Exit status" in cmd.epilog else EXIT_CODES_DOC
     parts += [".SH EXIT STATUS", ".nf", _esc(inspect.cleandoc(exits).replace("\b\n", "")), ".fi"]
     if section_extra:
         parts.append(section_extra)
     return "\n".join(parts) + "\n"
+
+
+def _field_rows(fields: dict, prefix: str = "") -> list[str]:
+    rows = []
+    for fname, f in fields.items():
+        kind = f["type"] + (", optional" if f.get("optional") else "")
+        rows.append(f".TP\n.B {_esc(prefix + fname)}\n{_esc(kind)}: {_esc(f['doc'])}")
+        if "fields" in f:
+            inner = prefix + fname + ("[]." if f["type"].startswith("array") else ".")
+            rows += _field_rows(f["fields"], inner)
+    return rows
+
+
+def _fields_section(page: str) -> str:
+    """FIELDS: every field of every JSON object the command prints (from rmqctl.schemas)."""
+    from rmqctl.schemas import SCHEMAS, for_page
+
+    parts = []
+    for sid in for_page(page):
+        s = SCHEMAS[sid]
+        shape = "JSON Lines, one object per line" if s["shape"] == "stream" else "one JSON object"
+        parts.append(f".SS {_esc(sid)}\n{_esc(shape)}: {_esc(s['doc'])}.")
+        if "variants" in s:
+            for kind, fields in s["variants"].items():
+                parts.append(f'.PP\n"kind": "{_esc(kind)}"')
+                parts += _field_rows({k: v for k, v in fields.items() if k not in ("schema", "kind")})
+        else:
+            parts += _field_rows(s["fields"])
+    if not parts:
+        return ""
+    return ".SH FIELDS\nWith \\-\\-json (every object starts with \"schema\"; types joined by | may vary; " \
+           "optional fields are left out when they do not apply):\n" + "\n".join(parts)
+
+
+def _output_section() -> str:
+    from rmqctl.schemas import SCHEMAS
+
+    text = ("Commands that stream records print JSON Lines with --json (one object per line); commands that "
+            "report print one JSON object. Every object starts with \"schema\": \"rmqctl.<command>/<n>\"; <n> "
+            "grows when a field changes meaning or goes away. Each command's FIELDS section documents its "
+            "fields. Text output is for people: on a terminal, tables are drawn with rich; piped or redirected, "
+            "tables are plain aligned text (two spaces between columns, never wrapped). Scans that run longer "
+            "than 2 seconds (RMQCTL_PROGRESS_AFTER to change) draw a progress bar on stderr when it is a "
+            "terminal, and nothing otherwise.\n\nSchemas: " + ", ".join(sorted(SCHEMAS)) + ".")
+    return ".SH OUTPUT\n" + _esc(text)
 
 
 def _files_section() -> str:
@@ -155,7 +203,8 @@ def pages() -> dict[str, str]:
     from rmqctl.cli import cli
 
     help_names = list(cli.context_settings.get("help_option_names", ["--help"]))  # inherited by all
-    out = {"rmqctl.1": _page("rmqctl", cli, help_names, _files_section() + "\n.SH SEE ALSO\n" + ", ".join(
+    out = {"rmqctl.1": _page("rmqctl", cli, help_names, _output_section() + "\n" + _files_section()
+                             + "\n.SH SEE ALSO\n" + ", ".join(
         f"rmqctl\\-{n}(1)" for n in sorted(cli.list_commands(click.Context(cli)))))}
 
     def walk(prefix: str, group: click.Group):

@@ -478,20 +478,27 @@ class QueryEngine:
     def _scan(self, pred, limit=None, keep="first"):
         """Walk every commitlog file (a damaged file ends that file, the next one is still read)."""
         from rmqctl.store.commitlog import Walk
+        from rmqctl.terminal import progress
 
         walk = Walk()
         kept = deque(maxlen=limit if keep == "last" else None)
         n = found = 0
-        for r in self.cl.records(walk=walk, stop_at_bad=False):
-            n += 1
-            if pred(r):
-                found += 1
-                if keep == "last":
-                    kept.append(_detach(r))
-                else:
-                    yield r
-                    if limit is not None and found >= limit:
-                        break
+        files = self.store.commitlog.files
+        with progress(sum(f.size for f in files), "scanning the commitlog") as bar:
+            done = files[0].start if files else 0
+            for r in self.cl.records(walk=walk, stop_at_bad=False):
+                n += 1
+                if not n & 63:
+                    bar.advance(r.offset - done)
+                    done = r.offset
+                if pred(r):
+                    found += 1
+                    if keep == "last":
+                        kept.append(_detach(r))
+                    else:
+                        yield r
+                        if limit is not None and found >= limit:
+                            break
         self.stats.scanned_records += n
         for e in walk.ends:
             if not e.stop.normal and e.stop.kind != "end":

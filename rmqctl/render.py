@@ -29,9 +29,10 @@ def body_value(body: bytes, mode: str):
     return body.decode("utf-8", errors="backslashreplace")
 
 
-def message_dict(r, body: str = "base64") -> dict:
-    """The JSON object of one message record (field names are stable and documented)."""
+def message_dict(r, body: str = "base64", schema: str = "rmqctl.dump/1") -> dict:
+    """The JSON object of one message record (fields declared in rmqctl.schemas)."""
     d = {
+        "schema": schema,
         "kind": "message",
         "physical_offset": r.offset,
         "size": r.total_size,
@@ -68,7 +69,7 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _B64 = {"base64", "hex", "none"}
 
 
-def message_json(r, body: str = "base64", _topic_cache={}) -> str:
+def message_json(r, body: str = "base64", _topic_cache={}, schema: str = "rmqctl.dump/1") -> str:
     """jsonl(message_dict(r, body)) built without the intermediate dict: the dump --json hot path.
     tests/test_render.py proves both give identical lines."""
     topic = _topic_cache.get(r.topic)
@@ -79,7 +80,7 @@ def message_json(r, body: str = "base64", _topic_cache={}) -> str:
     tx = TRANSACTION_TYPE_NAMES[r.sys_flag & 0xC]
     crc_ok = "null" if r.crc_ok is None else ("true" if r.crc_ok else "false")
     parts = [
-        '{"kind":"message","physical_offset":', str(r.offset), ',"size":', str(r.total_size),
+        '{"schema":"', schema, '","kind":"message","physical_offset":', str(r.offset), ',"size":', str(r.total_size),
         ',"magic":"', "V2" if r.version == 2 else "V1", '","topic":', topic, ',"queue_id":', str(r.queue_id),
         ',"queue_offset":', str(r.queue_offset), ',"sys_flag":', str(r.sys_flag), ',"transaction_type":"', tx,
         '","flag":', str(r.flag), ',"body_crc":', str(r.body_crc), ',"body_crc_ok":', crc_ok,
@@ -139,3 +140,17 @@ def message_text(r, body: str = "text", max_body: int = 200) -> str:
 
 def jsonl(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def json_line(command: str, obj: dict) -> str:
+    """One output object as compact JSON, `"schema": "rmqctl.<command>/<n>"` first (rmqctl.schemas)."""
+    from rmqctl.schemas import schema_id
+
+    return json.dumps({"schema": schema_id(command), **obj}, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def emit_json(command: str, obj: dict) -> None:
+    """Write one object (a report, or one line of a JSON Lines stream) to stdout."""
+    import sys
+
+    sys.stdout.write(json_line(command, obj) + "\n")

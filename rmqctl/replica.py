@@ -21,6 +21,7 @@ from pathlib import Path
 from rmqctl.scan import FileWalk, Record
 from rmqctl.store.commitlog import CommitLog, open_ro
 from rmqctl.store.layout import Store
+from rmqctl.terminal import progress
 
 
 @dataclass
@@ -114,14 +115,16 @@ def common_prefix(a: Store, b: Store, sa: Side, sb: Side, stats: dict) -> int:
     file_end = min(start + sa.file_size, hi_off)
     pos = start
     ia, ib = _records(ca, start, file_end), _records(cb, start, file_end)
-    for ra in ia:
-        rb = next(ib, None)
-        if rb is None or rb.offset != ra.offset:
-            return ra.offset
-        stats["bytes_compared"] += ra.total_size
-        if ra.raw != rb.raw:
-            return ra.offset
-        pos = ra.end
+    with progress(file_end - start, "comparing") as bar:
+        for ra in ia:
+            rb = next(ib, None)
+            if rb is None or rb.offset != ra.offset:
+                return ra.offset
+            stats["bytes_compared"] += ra.total_size
+            bar.advance(ra.total_size)
+            if ra.raw != rb.raw:
+                return ra.offset
+            pos = ra.end
     if next(ib, None) is not None:
         return pos
     # the whole file agrees: the next one's first record (if both have it) was already found to differ
@@ -132,7 +135,14 @@ def common_prefix(a: Store, b: Store, sa: Side, sb: Side, stats: dict) -> int:
 
 
 def _count(cl: CommitLog, start: int, end: int) -> int:
-    return sum(1 for _ in cl.records(start, end, check_crc=False))
+    n, done = 0, start
+    with progress(end - start, "counting") as bar:
+        for r in cl.records(start, end, check_crc=False):
+            n += 1
+            if not n & 1023:
+                bar.advance(r.offset - done)
+                done = r.offset
+    return n
 
 
 def _queue_maxes(store: Store) -> dict:

@@ -6,6 +6,7 @@ import errno
 import os
 import re
 import sys
+import time
 from functools import lru_cache
 
 # C0, DEL, C1, line/paragraph separators, bidi overrides: bytes from messages must not drive the terminal.
@@ -56,8 +57,13 @@ class SafeStdout:
             self._guard = False
 
     def write(self, s):
-        if self._guard and _STRAY.search(s) is not None:
-            s = _STRAY.sub(_stray, s)
+        if self._guard:
+            if _STRAY.search(s) is not None:
+                s = _STRAY.sub(_stray, s)
+            if _ACTIVE and s:
+                _ACTIVE[-1].erase()           # results never share a line with the progress bar
+            if s:
+                _LAST_OUT[0] = s[-1]
         try:
             return self._inner.write(s)
         except OSError as e:
@@ -123,17 +129,18 @@ def warn(msg: str) -> None:
     sys.stderr.write(f"rmqctl: warning: {escape(msg)}\n")
 
 
-def progress(total: int, description: str):
-    """A rich progress bar on a terminal; a silent no-op in cron / pipes."""
+def progress(total: int, description: str, unit: str = "B"):
+    """A progress bar on stderr (bytes, bytes/s, ETA) for a scan of `total` bytes (or items): only when
+    stderr is a terminal, and only once the scan has run RMQCTL_PROGRESS_AFTER seconds (default 2), so
+    quick runs, cron and pipes see nothing. Plain text (no markup); erased before anything is written
+    to stdout or stderr on the same terminal and when the scan ends, so it never covers results."""
     if not stderr_is_tty():
         return _NoProgress()
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                               TransferSpeedColumn)
-
-    # A column object: a format string would go through the console's (disabled) markup and print its tag.
-    p = Progress(TextColumn("{task.description}", style="progress.description", markup=False), BarColumn(), DownloadColumn(),
-                 TransferSpeedColumn(), TimeRemainingColumn(), console=err(), transient=True)
-    return _RichProgress(p, total, description)
+    try:
+        after = float(os.environ.get("RMQCTL_PROGRESS_AFTER", "2"))
+    except ValueError:
+        after = 2.0
+    return _Bar(max(int(total), 1), description, after, unit)
 
 
 class _NoProgress:
@@ -147,17 +154,122 @@ class _NoProgress:
         pass
 
 
-class _RichProgress:
-    def __init__(self, p, total, description):
-        self.p, self.total, self.description = p, total, description
+_ACTIVE: list = []          # the bar being shown (at most one)
+
+
+def _human(n: float, unit: str = "B") -> str:
+    """1234567 -> "1.2 MB" (unit "B"); other units: "1.2 M steps"."""
+    for prefix in ("", "k", "M", "G", "T"):
+        if abs(n) < 1000 or prefix == "T":
+            if unit == "B":
+                return f"{n:.0f} B" if not prefix else f"{n:.1f} {prefix}B"
+            return f"{n:.0f} {unit}" if not prefix else f"{n:.1f} {prefix} {unit}"
+        n /= 1000
+    return f"{n:.1f}"
+
+
+def _clock(s: float) -> str:
+    s = int(s)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+class _StderrProxy:
+    """sys.stderr while a bar is shown: every diagnostic first erases the bar."""
+
+    def __init__(self, inner, bar):
+        self._inner, self._bar = inner, bar
+
+    def write(self, s):
+        self._bar.erase()
+        return self._inner.write(s)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+class _Bar:
+    REDRAW = 0.2
+
+    def __init__(self, total, description, after, unit="B"):
+        import threading
+
+        self.total, self.description, self.after, self.unit = total, description, after, unit
+        self.done = 0
+        self.shown = False
+        self._lock = threading.Lock()
+        self._next = 0.0
 
     def __enter__(self):
-        self.p.__enter__()
-        self.task = self.p.add_task(self.description, total=self.total)
+        self._stream = sys.stderr
+        self.start = time.monotonic()
+        self._next = self.start + self.after
+        _ACTIVE.append(self)
+        sys.stderr = _StderrProxy(self._stream, self)
         return self
 
     def __exit__(self, *a):
-        return self.p.__exit__(*a)
+        self.erase()
+        if _ACTIVE and _ACTIVE[-1] is self:
+            _ACTIVE.pop()
+        if isinstance(sys.stderr, _StderrProxy) and sys.stderr._bar is self:
+            sys.stderr = self._stream
+        return False
 
     def advance(self, n: int) -> None:
-        self.p.advance(self.task, n)
+        self.done += n
+        now = time.monotonic()
+        if now >= self._next:
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            self._next = now + self.REDRAW
+            if not _at_line_start():
+                return          # a result line is half written on this terminal: do not draw into it
+            sys.stdout.flush()
+            self._stream.write("\r" + self.line(now) + "\x1b[K")
+            self._stream.flush()
+            self.shown = True
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._lock.release()
+
+    def line(self, now: float) -> str:
+        import shutil
+
+        width = shutil.get_terminal_size((80, 24)).columns
+        done = min(self.done, self.total)
+        elapsed = max(now - self.start, 1e-6)
+        rate = done / elapsed
+        eta = _clock((self.total - done) / rate) if rate > 0 else "-:--:--"
+        u = self.unit
+        tail = f" {100 * done / self.total:3.0f}% {_human(done, u)}/{_human(self.total, u)} {_human(rate, u)}/s ETA {eta}"
+        head = escape(self.description)
+        room = width - 1 - len(head) - len(tail) - 1
+        bar = ""
+        if room >= 10:
+            fill = int(room * done / self.total)
+            bar = " " + "#" * fill + "-" * (room - fill)
+        return (head + bar + tail)[:max(width - 1, 1)]
+
+    def erase(self) -> None:
+        if not self.shown:
+            return
+        with self._lock:
+            if self.shown:
+                try:
+                    self._stream.write("\r\x1b[K")
+                    self._stream.flush()
+                except (OSError, ValueError):
+                    pass
+                self.shown = False
+
+
+_LAST_OUT = ["\n"]       # the last character written to stdout (SafeStdout keeps it)
+
+
+def _at_line_start() -> bool:
+    return _LAST_OUT[0] == "\n"

@@ -158,7 +158,8 @@ def test_control_characters_in_the_store_summary_and_verify(evil_store):
 
 
 # --- terminal --------------------------------------------------------------------------------------------
-def test_progress_bar_on_a_terminal_prints_no_markup_tag():
+def test_progress_bar_on_a_terminal_prints_no_markup_tag(monkeypatch):
+    monkeypatch.setenv("RMQCTL_PROGRESS_AFTER", "0")     # the bar shows at once (else after 2 s)
     r = run_pty(["verify", STORE])
     assert r.rc == 0
     assert b"verify" in r.err                      # the bar was drawn (stderr is a terminal)

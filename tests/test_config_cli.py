@@ -187,7 +187,7 @@ def test_delay_show_set(cli, real_store):
     assert code == 0, err
     assert (real_store / "config/delayOffset.json").read_bytes() == b'{\n\t"offsetTable":{3:12\n\t}\n}'
     code, out, _ = cli("config", "delay", "show", real_store, "--json")
-    assert json.loads(out) == {"level": 3, "queue": 2, "offset": 12, "delay_ms": 10000, "max": None, "lag": None}
+    assert json.loads(out) == {"schema": "rmqctl.config-delay-show/1", "level": 3, "queue": 2, "offset": 12, "delay_ms": 10000, "max": None, "lag": None}
 
 
 def test_every_command_has_an_example(cli):

@@ -8,7 +8,6 @@ store lock); writes keep the previous bytes in ``.bak`` and in the quarantine jo
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from rmqctl.config import edit as ed
 from rmqctl.config.files import EMPTY, FAIL, KINDS, LOAD_MAIN, Loaded, config_dir_of, load_config, locate
 from rmqctl.errors import ProblemsFound, RmqError, UsageError
 from rmqctl.status import Exit
-from rmqctl.terminal import escape, stdout_is_tty, warn
+from rmqctl.terminal import escape, warn
 
 # -- shared plumbing -----------------------------------------------------------------------------------
 
@@ -38,7 +37,20 @@ def write_options(f):
 
 
 def _emit_json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=None) + "\n")
+    """One object of this command's schema (rmqctl.config-<subcommand>/<n>), from the command being run."""
+    from rmqctl.render import emit_json
+
+    emit_json(_command_name(), obj)
+
+
+def _command_name() -> str:
+    """`rmqctl config offsets show` -> "config-offsets-show" (the man page's name, the schema's command)."""
+    ctx = click.get_current_context()
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.command.name)
+        ctx = ctx.parent
+    return "-".join(reversed(names))
 
 
 def _status_to_stderr(ld: Loaded) -> None:
@@ -137,21 +149,9 @@ def _exit_for(ld: Loaded) -> int:
 
 
 def _table(headers: list[str], rows: list[list]) -> None:
-    rows = [["" if v is None else escape(v) for v in r] for r in rows]
-    if stdout_is_tty():
-        from rich.table import Table
+    from rmqctl.tables import print_table
 
-        from rmqctl.terminal import out
-
-        t = Table(*headers, box=None, pad_edge=False)
-        for r in rows:
-            t.add_row(*r)
-        out().print(t)
-        return
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
-    for r in rows:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    print_table(headers, rows)
 
 
 def _open_store(store_dir: Path):
@@ -262,7 +262,8 @@ def get(target, name, path, as_json):
     """Print the value at PATH (e.g. offsetTable.TopicTest@GroupA.0).
 
     An all-digit segment is an integer key ({0:113085}) or an array index; quote a segment
-    ("a.b") to force a string key.
+    ("a.b") to force a string key. With --json, one object: {"schema", "file", "path", "key",
+    "value"} (the value itself is "value").
 
     \b
     Example:
@@ -273,7 +274,8 @@ def get(target, name, path, as_json):
     _status_to_stderr(ld)
     v = ed.get(ld.doc, path)
     if as_json:
-        _emit_json(fastjson.to_plain(v))
+        _emit_json({"file": ld.target.kind.name, "path": str(ld.target.path), "key": path,
+                    "value": fastjson.to_plain(v)})
     elif isinstance(v, str):
         click.echo(escape(v))
     else:

@@ -1,7 +1,6 @@
 """`rmqctl diff STORE_A STORE_B`: compare two replicas, read-only."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -16,7 +15,21 @@ Exit status:
   8  could not run (I/O error, unsupported store)"""
 
 
-def _text(d) -> list[str]:
+def _print_text(d) -> None:
+    """The text report; the queue and consumer-offset differences as tables (rmqctl.tables)."""
+    from rmqctl.tables import print_table
+
+    w = sys.stdout.write
+    for part in _text(d):
+        if isinstance(part, str):
+            w(part + "\n")
+        else:
+            headers, rows = part
+            print_table(headers, rows, right=[h for h in headers if h not in ("topic", "group")])
+
+
+def _text(d) -> list:
+    """Lines, and (headers, rows) tables in between."""
     out = []
     for name, s in (("A", d.a), ("B", d.b)):
         out.append(f"{name}: {s.root}: commitlog [{s.min_offset}, {s.max_offset}) in {s.files} file(s), "
@@ -34,15 +47,13 @@ def _text(d) -> list[str]:
                            f"keys {r['keys'] or '-'}, uniq key {r['uniq_key'] or '-'}")
     differ = [q for q in d.queues if q["a_max"] != q["b_max"]]
     out.append(f"queues: {len(d.queues)}, max offsets differ in {len(differ)}")
-    for q in differ:
-        a = "-" if q["a_max"] is None else q["a_max"]
-        b = "-" if q["b_max"] is None else q["b_max"]
-        out.append(f"  {q['topic']} queue {q['queue_id']}: A {a}, B {b}")
+    if differ:
+        out.append((["topic", "queue", "A max offset", "B max offset"],
+                    [[q["topic"], q["queue_id"], _dash(q["a_max"]), _dash(q["b_max"])] for q in differ]))
     out.append(f"consumer offsets that differ: {len(d.offsets)}")
-    for o in d.offsets:
-        a = "-" if o["a"] is None else o["a"]
-        b = "-" if o["b"] is None else o["b"]
-        out.append(f"  {o['group']} {o['topic']} queue {o['queue_id']}: A {a}, B {b}")
+    if d.offsets:
+        out.append((["group", "topic", "queue", "A offset", "B offset"],
+                    [[o["group"], o["topic"], o["queue_id"], _dash(o["a"]), _dash(o["b"])] for o in d.offsets]))
     for k, label in (("only_a", "topics only in A"), ("only_b", "topics only in B"),
                      ("changed", "topics configured differently")):
         if d.topics.get(k):
@@ -52,6 +63,10 @@ def _text(d) -> list[str]:
     out.append(f"HA: {d.ha}")
     out.append(f"verdict: {d.verdict_line()}")
     return out
+
+
+def _dash(v):
+    return "-" if v is None else v
 
 
 @click.command("diff", epilog=DIFF_EXITS)
@@ -88,7 +103,9 @@ def diff(store_a, store_b, as_json, conf):
                              path=s)
     d = run_diff(store_a, store_b, _config(Path(store_a), conf))
     if as_json:
-        sys.stdout.write(json.dumps(d.to_json()) + "\n")
+        from rmqctl.render import emit_json
+
+        emit_json("diff", d.to_json())
     else:
-        sys.stdout.write("\n".join(_text(d)) + "\n")
+        _print_text(d)
     return Exit.PROBLEMS if d.diverged else Exit.OK

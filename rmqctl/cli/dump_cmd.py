@@ -9,7 +9,7 @@ import click
 from rmqctl import dumping
 from rmqctl.cli.options import body_option, build_store_config, json_option, store_config_options
 from rmqctl.errors import FormatError, UsageError
-from rmqctl.render import jsonl, message_json, message_text
+from rmqctl.render import json_line, message_json, message_text
 from rmqctl.status import Exit
 from rmqctl.terminal import escape
 
@@ -40,17 +40,12 @@ def dump(paths, kind, as_json, body, skip, count, offset, topic, queue, slots, n
     offset X" (damage: exit 4, with a one-line error naming file, offset and field). With several
     PATHs, a damaged file is reported and the next one is still dumped.
 
-    JSON Lines: one object per record with "kind" first. Messages ("kind":"message"): physical_offset,
-    size, magic (V1|V2), topic, queue_id, queue_offset, sys_flag, transaction_type
-    (NOT|PREPARED|COMMIT|ROLLBACK), flag, body_crc, body_crc_ok, born_timestamp, born_host,
-    store_timestamp, store_host ("a.b.c.d:port" or "[v6]:port"), reconsume_times,
-    prepared_transaction_offset, msg_id (offsetMsgId), body_length, properties (object), then
-    physical_offset_field (only when it differs from the position), property_crc_ok (only with a
-    __CRC32# property), body_encoding and body (unless --body none). Units: cq_unit, bcq_unit,
-    compaction_cq_unit (logical_offset = msg_base_offset), cq_ext_unit,
-    index_header/index_slot/index_item, timerlog_unit, timerwheel_slot, checkpoint, timercheck, abort,
-    lock, config — field names as in `--explain`. Every file ends with a "trailer" (valid_bytes,
-    trailing: none|zeros|blank|end_filler|invalid, trailing_bytes, and "problem" when damaged).
+    JSON Lines (--json): one object per record, "schema" ("rmqctl.dump/1") first, then "kind":
+    message, cq_unit, bcq_unit, compaction_cq_unit (logical_offset = msg_base_offset),
+    cq_ext_unit, index_header, index_slot, index_item, timerlog_unit,
+    timerwheel_slot, checkpoint, timercheck, abort, lock, config, store (a whole store), and a
+    "trailer" ending every file (valid_bytes, trailing: none|zeros|blank|end_filler|invalid, trailing_bytes, and
+    "problem" when damaged). Every field of every kind: FIELDS in man rmqctl-dump.
 
     \b
     Example:
@@ -208,7 +203,7 @@ class _Emitter:
                 return
             item = val
         if self.as_json:
-            self.out.write(jsonl(item) + "\n")
+            self.out.write(json_line("dump", item) + "\n")
         elif item.get("kind") == "trailer":
             self.out.write(dumping.trailer_text(item, item["file"]) + "\n")
             if item.get("note"):
@@ -218,7 +213,7 @@ class _Emitter:
 
     def summary(self, s: dict):
         if self.as_json:
-            self.out.write(jsonl(s) + "\n")
+            self.out.write(json_line("dump", s) + "\n")
             return
         from rmqctl.cli.summary_text import render_summary
 

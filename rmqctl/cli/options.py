@@ -9,7 +9,13 @@ from rmqctl.render import BODY_MODES
 
 
 def json_option(f):
-    return click.option("--json", "as_json", is_flag=True, help="JSON Lines on stdout (one object per record).")(f)
+    return click.option("--json", "as_json", is_flag=True,
+                        help="JSON Lines on stdout (one object per record; fields: FIELDS in the man page).")(f)
+
+
+def report_json_option(f):
+    return click.option("--json", "as_json", is_flag=True,
+                        help="One JSON object on stdout (fields: FIELDS in the man page).")(f)
 
 
 def body_option(f):

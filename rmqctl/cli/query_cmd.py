@@ -51,7 +51,8 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     relative to now (-2h, -30m, -7d); a time without a zone is local time (TZ; --utc for UTC). The
     resolved instant is echoed on stderr in UTC and epoch milliseconds.
 
-    Output is what `rmqctl dump` prints for a message; --json gives JSON Lines in dump's schema.
+    Output is what `rmqctl dump` prints for a message; --json gives JSON Lines ("schema":
+    "rmqctl.query/1", the fields of dump's messages; FIELDS in man rmqctl-query).
     Exit status: 0 when the query ran, whether or not anything matched ("no message matched" goes to
     stderr, stdout stays empty); 2 for a bad id, offset, time or option combination; 4 when damaged
     input was met on the way (bad CRC, a consume queue or index pointing nowhere, a looping index chain)
@@ -70,7 +71,8 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
       rmqctl queryMsgByKey store -t TopicTest -k order-42       # mqadmin's verb
     """
     from rmqctl.query import MAX_TIME, QueryEngine
-    from rmqctl.render import jsonl, message_dict, message_text
+    from rmqctl.render import message_json, message_text
+    from rmqctl.schemas import schema_id
     from rmqctl.store.layout import Store
 
     time, begin, end = (resolve_time(f"--{n}", v, utc) for n, v in (("time", time), ("begin", begin), ("end", end)))
@@ -126,9 +128,10 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
             n = 64 if max_num is None else max_num
             it = q.scan_keys(topic, k, b, e, n, uniq) if scan else q.by_key(topic, k, b, e, n, uniq)
         w = sys.stdout.write
+        sid = schema_id("query")
         for r in it:
             if as_json:
-                w(jsonl(message_dict(r, body=body)) + "\n")
+                w(message_json(r, body, schema=sid) + "\n")
             else:
                 w(("\n" if found else "") + message_text(r, body=body) + "\n")
             found += 1

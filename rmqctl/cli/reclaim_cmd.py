@@ -1,7 +1,6 @@
 """`rmqctl reclaim STORE`: free disk space the way the broker's own expiry would, the plan first."""
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -21,7 +20,8 @@ Exit status:
   8  could not run (store locked by a running broker, I/O error: every change rolled back)"""
 
 
-def _text(p, extra: dict) -> list[str]:
+def _text(p, extra: dict) -> list:
+    """Lines, and (headers, rows) tables in between."""
     from rmqctl import reclaim as RC
 
     out = [f"{p.root}: commitlog [{p.min_before}, {p.max_offset}), fileReservedTime {p.reserved_hours} h"]
@@ -29,8 +29,7 @@ def _text(p, extra: dict) -> list[str]:
         fs = p.by_kind(kind)
         if fs:
             out.append(f"{kind}: {len(fs)} file(s), {sum(f.size for f in fs)} bytes")
-            for f in fs:
-                out.append(f"  {f.rel(p.root)}  {f.size} bytes  ({f.reason})")
+            out.append((["file", "bytes", "why"], [[f.rel(p.root), f.size, f.reason] for f in fs]))
     if p.stopped:
         out.append(f"stops at: {p.stopped}")
     if p.blocked_by:
@@ -53,11 +52,19 @@ def _text(p, extra: dict) -> list[str]:
 
 def _emit(p, as_json: bool, extra: dict) -> None:
     if as_json:
+        from rmqctl.render import emit_json
+
         d = p.to_json()
         d.update(extra)
-        sys.stdout.write(json.dumps(d) + "\n")
+        emit_json("reclaim", d)
     else:
-        sys.stdout.write("\n".join(_text(p, extra)) + "\n")
+        from rmqctl.tables import print_table
+
+        for part in _text(p, extra):
+            if isinstance(part, str):
+                sys.stdout.write(part + "\n")
+            else:
+                print_table(*part, right=(1,))
     sys.stdout.flush()
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -42,17 +41,19 @@ def _one_conf(conf, conf_alias):
     return conf_alias if conf_alias is not None else conf   # the old name, when given, wins over the env var
 
 
-def _progress(total: int, desc: str):
+def _progress(total: int, desc: str, unit: str = "B"):
     from rmqctl.terminal import progress
 
-    return progress(max(total, 1), desc)
+    return progress(max(total, 1), desc, unit)
 
 
-def _emit(ctx, as_json: bool, extra: dict) -> None:
+def _emit(ctx, as_json: bool, extra: dict, command: str) -> None:
     if as_json:
+        from rmqctl.render import emit_json
+
         d = ctx.plan.to_json()
         d.update(extra)
-        sys.stdout.write(json.dumps(d) + "\n")
+        emit_json(command, d)
         sys.stdout.flush()
         return
     lines = ctx.plan.text_lines() + [f"{k}: {v}" for k, v in extra.items()]
@@ -84,7 +85,7 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
             if unfinished:
                 extra["rolled_back_first"] = (", ".join(unfinished) + " (interrupted; a real run rolls it back "
                                               "first, this plan is of the store as the interruption left it)")
-            _emit(ctx, as_json, extra)
+            _emit(ctx, as_json, extra, op.split("-")[0])
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         if ctx.plan.problems:
@@ -110,15 +111,15 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
             if ctx.plan.problems:
                 JO.aborted(j, "problems: " + "; ".join(ctx.plan.problems))
                 _drop_if_empty(j)
-                _emit(ctx, as_json, {"applied": False})
+                _emit(ctx, as_json, {"applied": False}, op.split("-")[0])
                 return Exit.PROBLEMS
             if ctx.plan.nothing_to_do:
                 JO.committed(j)
                 _drop_if_empty(j)
-                _emit(ctx, as_json, {"applied": False})
+                _emit(ctx, as_json, {"applied": False}, op.split("-")[0])
                 return Exit.OK
             R.check_space(store, ctx)
-            with _progress(len(ctx.plan.actions), "applying") as pg:
+            with _progress(len(ctx.plan.actions), "applying", "steps") as pg:
                 R.apply(store, ctx, j, progress=pg)
             JO.committed(j)
         except BaseException as e:
@@ -138,7 +139,7 @@ def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str
     extra = {"applied": True, "journal": str(j.dir), "undo": f"rmqctl undo {root} --op {j.name}"}
     if j.rolled_back:
         extra["rolled_back_first"] = ", ".join(j.rolled_back)
-    _emit(ctx, as_json, extra)
+    _emit(ctx, as_json, extra, op.split("-")[0])
     return Exit.FIXED
 
 

@@ -2,12 +2,11 @@
 commands only, never when rmqctl.cli loads)."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
-from rmqctl.cli.options import json_option, require_store, resolve_time, utc_option
+from rmqctl.cli.options import report_json_option, require_store, resolve_time, utc_option
 from rmqctl.cli.salvage_cmd import unconsumed_options
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
@@ -121,7 +120,7 @@ def _size(n):
 @click.argument("stores", nargs=-1, metavar="STORE...")
 @spark_options
 @filter_options
-@json_option
+@report_json_option
 @click.option("--chart", type=click.Path(dir_okay=False, writable=True),
               help="Write messages per minute per topic as a self-contained chart: FILE.html or FILE.svg.")
 @click.option("--queues/--no-queues", "show_queues", default=None,
@@ -164,15 +163,16 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
         with open(chart, "w", encoding="utf-8") as f:
             f.write(st.chart_svg(result) if chart.endswith(".svg") else st.chart_html(result))
     if as_json:
-        sys.stdout.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
+        from rmqctl.render import emit_json
+
+        emit_json("stats", result)
     else:
         _print_stats(result, show_queues)
     return Exit.OK
 
 
 def _print_stats(result, show_queues):
-    from rich.table import Table
-
+    from rmqctl.tables import print_table
     from rmqctl.terminal import escape, out
 
     con = out()
@@ -186,39 +186,34 @@ def _print_stats(result, show_queues):
             con.print(f"{e(name)}: commitlog ends at offset {stop['offset']}: {stop['kind']}"
                       f"{' (' + e(stop['detail']) + ')' if stop.get('detail') else ''}; later records not counted")
     multi = len(result["stores"]) > 1
-    tt = Table(title="Topics", title_justify="left")
-    for c in (["store"] if multi else []) + ["topic", "queues", "messages", "bytes", "first stored", "last stored",
-                                             "avg size", "max size", "distinct keys"]:
-        tt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right",
-                      overflow="fold", no_wrap=c in ("first stored", "last stored"))   # names: wrap, never cut
-    for r in result["topics"]:
-        tt.add_row(*([e(r["store"])] if multi else []), e(r["topic"]), str(r["queues"]), f"{r['messages']:,}",
-                   _size(r["bytes"]), _fmt_ts(r["first_store_timestamp"]), _fmt_ts(r["last_store_timestamp"]),
-                   f"{r['avg_size']:.0f}" if r["avg_size"] is not None else "", str(r["max_size"] or ""),
-                   f"~{r['distinct_keys']:,}")
-    con.print(tt)
+    st = ["store"] if multi else []
+
+    def store_of(r):
+        return [r["store"]] if multi else []
+
+    cols = st + ["topic", "queues", "messages", "bytes", "first stored", "last stored", "avg size", "max size",
+                 "distinct keys"]
+    print_table(cols, [store_of(r) + [r["topic"], r["queues"], f"{r['messages']:,}", _size(r["bytes"]),
+                                      _fmt_ts(r["first_store_timestamp"]), _fmt_ts(r["last_store_timestamp"]),
+                                      f"{r['avg_size']:.0f}" if r["avg_size"] is not None else "",
+                                      r["max_size"] or "", f"~{r['distinct_keys']:,}"] for r in result["topics"]],
+                title="Topics", right=[c for c in cols if c not in ("store", "topic", "first stored", "last stored")],
+                no_wrap=("first stored", "last stored"))
     qs = result["queues"]
     if show_queues or (show_queues is None and len(qs) <= 64):
-        qt = Table(title="Queues", title_justify="left")
-        for c in (["store"] if multi else []) + ["topic", "queue", "messages", "bytes", "max offset",
-                                                 "peak/min", "first stored", "last stored"]:
-            qt.add_column(c, justify="left" if c in ("store", "topic", "first stored", "last stored") else "right",
-                          overflow="fold", no_wrap=c in ("first stored", "last stored"))
-        for r in qs:
-            qt.add_row(*([e(r["store"])] if multi else []), e(r["topic"]), str(r["queue_id"]), f"{r['messages']:,}",
-                       _size(r["bytes"]), "" if r["max_offset"] is None else str(r["max_offset"]),
-                       str(r["peak_per_minute"]), _fmt_ts(r["first_store_timestamp"]),
-                       _fmt_ts(r["last_store_timestamp"]))
-        con.print(qt)
+        cols = st + ["topic", "queue", "messages", "bytes", "max offset", "peak/min", "first stored", "last stored"]
+        print_table(cols, [store_of(r) + [r["topic"], r["queue_id"], f"{r['messages']:,}", _size(r["bytes"]),
+                                          r["max_offset"], r["peak_per_minute"], _fmt_ts(r["first_store_timestamp"]),
+                                          _fmt_ts(r["last_store_timestamp"])] for r in qs],
+                    title="Queues", right=[c for c in cols if c not in ("store", "topic", "first stored",
+                                                                        "last stored")],
+                    no_wrap=("first stored", "last stored"))
     if result["consumer_lag"]:
-        lt = Table(title="Consumer lag", title_justify="left")
-        for c in (["store"] if multi else []) + ["group", "topic", "queue", "consumer offset", "max offset", "lag"]:
-            lt.add_column(c, justify="left" if c in ("store", "group", "topic") else "right", overflow="fold")
-        for r in result["consumer_lag"]:
-            lt.add_row(*([e(r["store"])] if multi else []), e(r["group"]), e(r["topic"]), str(r["queue_id"]),
-                       str(r["consumer_offset"]), "" if r["max_offset"] is None else str(r["max_offset"]),
-                       "" if r["lag"] is None else f"{r['lag']:,}")
-        con.print(lt)
+        cols = st + ["group", "topic", "queue", "consumer offset", "max offset", "lag"]
+        print_table(cols, [store_of(r) + [r["group"], r["topic"], r["queue_id"], r["consumer_offset"], r["max_offset"],
+                                          "" if r["lag"] is None else f"{r['lag']:,}"]
+                           for r in result["consumer_lag"]],
+                    title="Consumer lag", right=[c for c in cols if c not in ("store", "group", "topic")])
     # size distribution of the whole job, as one line of buckets
     hist: dict = {}
     for r in result["topics"]:
@@ -241,7 +236,7 @@ def _print_stats(result, show_queues):
 @spark_options
 @filter_options
 @unconsumed_options
-@json_option
+@report_json_option
 @click.pass_context
 def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, io, split_size, broker_config,
            no_crc, topics, queues, keys, begin, end, tx_types, utc, unconsumed, group, no_offset, engine, as_json):
@@ -278,8 +273,9 @@ def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, 
         res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
                          files=files)
     if as_json:
-        sys.stdout.write(json.dumps({k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])})
-                         + "\n")
+        from rmqctl.render import emit_json
+
+        emit_json("export", {k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])})
     else:
         sys.stdout.write(f"exported {res['messages']:,} messages to {res['out']} ({fmt}, "
                          f"{len(res['files'])} files)\n")

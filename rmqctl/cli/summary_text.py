@@ -1,4 +1,4 @@
-"""Readable rendering of a store summary (rich tables on a terminal, plain text otherwise)."""
+"""Readable rendering of a store summary (tables through rmqctl.tables: rich on a terminal, plain text otherwise)."""
 from __future__ import annotations
 
 from rmqctl.render import fmt_time
@@ -6,7 +6,7 @@ from rmqctl.terminal import escape, out
 
 
 def render_summary(s: dict) -> None:
-    from rich.table import Table
+    from rmqctl.tables import print_table
 
     c = _Escaped(out())
     c.print(f"store {s['root']}")
@@ -35,35 +35,26 @@ def render_summary(s: dict) -> None:
             + (f", {ix['files'][0]} .. {ix['files'][-1]}" if ix["files"] else ""))
     qs = s.get("consume_queues", [])
     if qs:
-        t = Table(title=f"{len(s['topics'])} topics, {len(qs)} consume queues", show_lines=False)
-        for col in ("topic", "queue", "files", "min offset", "max offset"):
-            t.add_column(col, justify="right" if col != "topic" else "left")
-        for q in qs:
-            t.add_row(escape(q["topic"]), str(q["queue_id"]), str(q["files"]), str(q["min_offset"]), str(q["max_offset"]))
-        c.print(t)
+        print_table(("topic", "queue", "files", "min offset", "max offset"),
+                    [(q["topic"], q["queue_id"], q["files"], q["min_offset"], q["max_offset"]) for q in qs],
+                    title=f"{len(s['topics'])} topics, {len(qs)} consume queues", right=(1, 2, 3, 4))
     for k in ("batchconsumequeue", "consumequeue_ext"):
         if s.get(k):
             c.print(f"{k}: {', '.join(s[k])}")
     if s.get("config"):
-        t = Table(title="config")
-        for col in ("file", "main", ".bak", "broker would"):
-            t.add_column(col)
-        for f in s["config"]:
-            t.add_row(*(escape(f[k]) for k in ("file", "main", "bak", "broker_would")))
-        c.print(t)
+        print_table(("file", "main", ".bak", "broker would"),
+                    [[f[k] for k in ("file", "main", "bak", "broker_would")] for f in s["config"]], title="config")
     comp = s.get("compaction")
     if comp:
-        t = Table(title=f"compaction queues (log files of {comp['log_file_size']} bytes, CQ files of "
-                        f"{comp['cq_file_size']} bytes; COMPACTION topics in topics.json: "
-                        f"{', '.join(comp['topics']) if comp['topics'] is not None else 'unknown'})")
-        for col in ("topic", "queue", "log files", "CQ files", "units", "min offset", "max offset", "position",
-                    "broker load"):
-            t.add_column(col, justify="left" if col in ("topic", "broker load") else "right")
-        for q in comp["queues"]:
-            t.add_row(escape(q["topic"]), str(q["queue_id"]), str(len(q["log_files"])), str(len(q["cq_files"])),
-                      str(q["units"]), str(q["min_offset"]), str(q["max_offset"]), str(q["position"]),
-                      escape(q["broker_load"] + (f": {q['why']}" if q.get("why") else "")))
-        c.print(t)
+        cols = ("topic", "queue", "log files", "CQ files", "units", "min offset", "max offset", "position",
+                "broker load")
+        rows = [[q["topic"], q["queue_id"], len(q["log_files"]), len(q["cq_files"]), q["units"], q["min_offset"],
+                 q["max_offset"], q["position"], q["broker_load"] + (f": {q['why']}" if q.get("why") else "")]
+                for q in comp["queues"]]
+        print_table(cols, rows, right=cols[1:-1],
+                    title=f"compaction queues (log files of {comp['log_file_size']} bytes, CQ files of "
+                          f"{comp['cq_file_size']} bytes; COMPACTION topics in topics.json: "
+                          f"{', '.join(comp['topics']) if comp['topics'] is not None else 'unknown'})")
     for k, v in s.get("other", {}).items():
         c.print(f"{k}: {v['files']} files, {v['bytes']} bytes")
     for nf in s.get("not_followed", []):

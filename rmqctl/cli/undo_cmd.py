@@ -1,8 +1,6 @@
 """`rmqctl undo`: restore, bit-exact, what a previous rmqctl write changed (from the quarantine journal)."""
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import click
@@ -34,14 +32,15 @@ def undo(store, op, list_ops, dry_run, force, as_json):
       rmqctl undo /data/rocketmq/store --op 20250101T120000.000000Z-offsets-reset
     """
     from rmqctl.config.persist import store_lock
+    from rmqctl.render import emit_json
     from rmqctl.repair import journal
 
     if list_ops:
         ops = journal.list_ops(store)
         for rec in ops:
             if as_json:
-                sys.stdout.write(json.dumps({"op": rec.name, "name": rec.op, "state": rec.state,
-                                             "actions": len(rec.entries), "begun": rec.begun}) + "\n")
+                emit_json("undo-list", {"op": rec.name, "name": rec.op, "state": rec.state,
+                                        "actions": len(rec.entries), "begun": rec.begun})
             else:
                 click.echo(f"{rec.name}  {rec.state:<9}  {len(rec.entries)} action(s)")
         return Exit.OK
@@ -52,9 +51,9 @@ def undo(store, op, list_ops, dry_run, force, as_json):
     with store_lock(store, force):
         res = journal.undo(store, op, force=force, dry_run=dry_run)
     if as_json:
-        sys.stdout.write(json.dumps({"op": res.op.name, "already_undone": res.already, "dry_run": dry_run,
-                                     "steps": [{"path": s.entry["path"], "kind": s.entry["kind"],
-                                                "action": s.action, "reason": s.reason} for s in res.steps]}) + "\n")
+        emit_json("undo", {"op": res.op.name, "already_undone": res.already, "dry_run": dry_run,
+                           "steps": [{"path": s.entry["path"], "kind": s.entry["kind"],
+                                      "action": s.action, "reason": s.reason} for s in res.steps]})
         return Exit.OK
     if res.already:
         click.echo(f"{res.op.name}: already undone")

@@ -60,7 +60,7 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
     """
     from pathlib import Path
 
-    from rmqctl.check.findings import Report, dumps, write_atomically
+    from rmqctl.check.findings import Report, write_atomically
     from rmqctl.terminal import escape
     from rmqctl.check.run import AREAS, verify_file, verify_store
     from rmqctl.errors import RmqError, UsageError
@@ -119,7 +119,9 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
     if report.problems:
         code = Exit.PROBLEMS
     if as_json:
-        click.echo(dumps(report.to_json(verbose=True)))
+        from rmqctl.render import emit_json
+
+        emit_json("verify", report.to_json(verbose=True))
     elif summary:
         _print_summary(report, verbose)
     else:
@@ -138,24 +140,17 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
 
 
 def _print_summary(report, verbose: int) -> None:
-    from rmqctl.terminal import escape, out, stdout_is_tty
+    from rmqctl.tables import print_table
+    from rmqctl.terminal import stdout_is_tty
 
-    rows = [tuple(escape(v) for v in r) for r in report.summary_rows() if verbose or r[1] != "info"]
+    rows = [r for r in report.summary_rows() if verbose or r[1] != "info"]
     s = report.stats
-    if stdout_is_tty():
-        from rich.table import Table
-
-        t = Table(title=f"verify {escape(report.store)}: {'clean' if not report.problems else 'PROBLEMS'}")
-        for col in ("check", "severity", "count", "first at"):
-            t.add_column(col)
-        for check, sev, n, where in rows:
-            t.add_row(check, sev, str(n), where)
-        out().print(t)
-        out().print(f"messages {s.get('messages', 0)}  bytes {s.get('bytes', 0)}  queues {s.get('queues', 0)}  "
-                    f"seconds {s.get('seconds', 0)}")
-        return
-    click.echo("check\tseverity\tcount\tfirst_at")
-    for check, sev, n, where in rows:
-        click.echo(f"{check}\t{sev}\t{n}\t{where}")
-    click.echo(f"# messages={s.get('messages', 0)} bytes={s.get('bytes', 0)} queues={s.get('queues', 0)} "
-               f"seconds={s.get('seconds', 0)} clean={'yes' if not report.problems else 'no'}")
+    tty = stdout_is_tty()
+    print_table(("check", "severity", "count", "first_at"), rows, right=(2,), tsv=True,
+                title=f"verify {report.store}: {'clean' if not report.problems else 'PROBLEMS'}")
+    if tty:
+        click.echo(f"messages {s.get('messages', 0)}  bytes {s.get('bytes', 0)}  queues {s.get('queues', 0)}  "
+                   f"seconds {s.get('seconds', 0)}")
+    else:
+        click.echo(f"# messages={s.get('messages', 0)} bytes={s.get('bytes', 0)} queues={s.get('queues', 0)} "
+                   f"seconds={s.get('seconds', 0)} clean={'yes' if not report.problems else 'no'}")

@@ -522,7 +522,7 @@ def local_messages(store_path, *, name="store", config=None, flt: Filter | None 
 
 
 def local_batches(store_path, *, name="store", config=None, flt: Filter | None = None, body=False, columns=None,
-                  check_crc=True, scan: dict | None = None):
+                  check_crc=True, scan: dict | None = None, progress=None):
     """The default (non-Spark) engine: the store's messages as Arrow RecordBatches from the same batch
     path the Spark tasks run, one file after another in this process, stopping where
     CommitLog.records(stop_at_bad=True) stops (only a BLANK continues at the next file). `scan`, when
@@ -551,6 +551,8 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
             except StopIteration as e:
                 status = e.value[0]
                 break
+        if progress is not None:
+            progress(f.size)
         if status.kind != BLANK_RECORD:
             info["stop"] = {"kind": status.kind, "file_start": f.start, "offset": f.start + status.end_pos,
                             "detail": status.detail}

@@ -429,6 +429,7 @@ def compute_local(store_paths, flt=None, *, config=None, check_crc=True, names=N
     process (commitlog order, stopping like CommitLog.records(stop_at_bad=True)), the same Merge."""
     from rmqctl.spark.dataset import local_batches
     from rmqctl.spark.plan import parse_store_args
+    from rmqctl.terminal import progress
 
     refs = parse_store_args([str(p) for p in store_paths]) if names is None else names
     merge = Merge()
@@ -436,14 +437,25 @@ def compute_local(store_paths, flt=None, *, config=None, check_crc=True, names=N
     for ref in refs:
         agg = SplitAggregate()
         scan: dict = {}
-        for rb in local_batches(ref.local, name=ref.name, config=config, flt=flt, columns=STATS_COLUMNS,
-                                check_crc=check_crc, scan=scan):
-            agg.add(rb)
+        with progress(_commitlog_bytes(ref.local), f"stats {ref.name}") as bar:
+            for rb in local_batches(ref.local, name=ref.name, config=config, flt=flt, columns=STATS_COLUMNS,
+                                    check_crc=check_crc, scan=scan, progress=bar.advance):
+                agg.add(rb)
         merge.add(agg.partials(ref.name))
         stops[ref.name] = scan.get("summary", {})
         nbytes += scan.get("bytes", 0)
         offsets.append((ref.name, scan.get("consumer_offsets"), ref.local + "/config/consumerOffset.json"))
     return merge.result([r.name for r in refs], offsets, {"bytes": nbytes, "splits": 0, "runs": 1, "stops": stops})
+
+
+def _commitlog_bytes(store_path) -> int:
+    """Bytes of the commitlog files (the progress bar's total); 1 when unknown."""
+    from pathlib import Path
+
+    try:
+        return sum(p.stat().st_size for p in (Path(store_path) / "commitlog").iterdir() if p.is_file()) or 1
+    except OSError:
+        return 1
 
 
 def _width(lo: int, hi: int) -> int:
