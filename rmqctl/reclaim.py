@@ -252,7 +252,7 @@ def check_target(root: Path, dest: Path, p: Plan) -> list[str]:
             problems.append(f"--move-to is inside the store's {sub}/: the broker would refuse the foreign files")
     if rdest == rroot:
         problems.append("--move-to is the store itself")
-    from rmqctl.repair.journal_ops import sha256_file
+    from rmqctl.journal.ops import sha256_file
 
     for f in p.files:
         d = dest / f.rel(root)
@@ -267,8 +267,8 @@ def check_target(root: Path, dest: Path, p: Plan) -> list[str]:
 def apply(p: Plan, j, *, move_to: Path | None, progress=None) -> None:
     """Move (journaled as delete_file with the moved copy as the saved bytes: `rmqctl undo` brings it
     back) or delete (journaled without a copy) every planned file, in the plan's order."""
-    from rmqctl.repair import journal as J
-    from rmqctl.repair import journal_ops as JO
+    from rmqctl.journal import core as J
+    from rmqctl.journal import ops as JO
     from rmqctl.store import ownership as OWN
 
     for f in p.files:

@@ -1,4 +1,4 @@
-"""rmqctl.repair.journal: quarantine copies, journal entries, bit-exact idempotent undo."""
+"""rmqctl.journal.core: quarantine copies, journal entries, bit-exact idempotent undo."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from rmqctl.errors import ProblemsFound, UsageError
-from rmqctl.repair import journal as jn
+from rmqctl.journal import core as jn
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_undo_of_big_files_streams_with_flat_memory(store):
     import hashlib
     import tracemalloc
 
-    from rmqctl.repair import journal_ops as JO
+    from rmqctl.journal import ops as JO
 
     size = 48 << 20
     seg = [store / "commitlog" / f"{i * size:020d}" for i in range(3)]

@@ -15,8 +15,8 @@ import faultlib as F
 from faultlib import tree_hashes
 from conftest import FIXTURES, run_cli
 from rmqctl.errors import IOFailure
-from rmqctl.repair import journal as jn
-from rmqctl.repair import journal_ops as JO
+from rmqctl.journal import core as jn
+from rmqctl.journal import ops as JO
 from rmqctl.store import ownership as OWN
 
 NOBODY = 65534

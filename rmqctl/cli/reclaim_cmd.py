@@ -121,7 +121,7 @@ def reclaim(store_dir, move_to, delete, force, hours, ignore_reserved_time, conf
                            "apply_with": "--move-to DIR (undoable) or --delete (no copy)" if p.files else None})
         return Exit.OK
 
-    from rmqctl.repair import journal_ops as JO
+    from rmqctl.journal import ops as JO
     from rmqctl.store.lock import store_write_lock
     from rmqctl.store.ownership import check_can_keep
 

@@ -63,8 +63,8 @@ def _emit(ctx, as_json: bool, extra: dict) -> None:
 def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str, build) -> int:
     """Shared driver: lock, roll back an op a killed run left unfinished, journal, build the plan in
     staging, apply, and on any failure roll back what was done so the store is left as it was."""
-    from rmqctl.repair import journal as J
-    from rmqctl.repair import journal_ops as JO
+    from rmqctl.journal import core as J
+    from rmqctl.journal import ops as JO
     from rmqctl.repair import recover as R
     from rmqctl.store.layout import Store
     from rmqctl.store.lock import store_write_lock
@@ -151,7 +151,7 @@ def _refuse_links(store, ctx) -> None:
 
 def _drop_if_empty(j) -> None:
     """A run that changed nothing leaves no quarantine folder behind."""
-    from rmqctl.repair import journal as J
+    from rmqctl.journal import core as J
 
     if not J.read_op(j.dir).entries:
         shutil.rmtree(j.dir, ignore_errors=True)
@@ -162,8 +162,8 @@ def _drop_if_empty(j) -> None:
 
 
 def _rollback(root: Path, j, exc) -> bool:
-    from rmqctl.repair import journal as J
-    from rmqctl.repair import journal_ops as JO
+    from rmqctl.journal import core as J
+    from rmqctl.journal import ops as JO
 
     try:
         JO.aborted(j, f"{type(exc).__name__}: {exc}")

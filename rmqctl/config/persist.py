@@ -27,7 +27,7 @@ from pathlib import Path
 from rmqctl import fastjson
 from rmqctl.config.files import LOAD_MAIN, Loaded, file_mode_or_default
 from rmqctl.errors import FormatError, IOFailure, RmqError, UsageError
-from rmqctl.repair.journal import Journal, write_file_durably
+from rmqctl.journal.core import Journal, write_file_durably
 from rmqctl.store.files import check_writes
 from rmqctl.store.lock import store_write_lock
 
@@ -48,7 +48,7 @@ def settle_before_edit(store: Path, *, dry_run: bool = False) -> list[str]:
     then starts from what the last complete op left (a killed `config set` re-run converges). Skipped
     for a dry run and while a broker holds the lock (persist reports that)."""
     from rmqctl.errors import StoreLockedError
-    from rmqctl.repair.journal import settle_unfinished
+    from rmqctl.journal.core import settle_unfinished
 
     if dry_run:
         return []

@@ -1046,7 +1046,7 @@ def _pad_with_filler(st, offset, queue_offset, fillers) -> None:
 
 def apply(store, ctx: Ctx, journal, *, progress=None) -> int:
     """Carry out the plan in order, journaling each step. Returns the number of steps done."""
-    from rmqctl.repair import journal_ops as JO
+    from rmqctl.journal import ops as JO
 
     n = 0
     for a in ctx.plan.actions:
