@@ -49,7 +49,6 @@ from __future__ import annotations
 import os
 import shutil
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1075,18 +1074,6 @@ def apply(store, ctx: Ctx, journal, *, progress=None) -> int:
         if progress:
             progress.advance(1)
     return n
-
-
-def make_staging(parent: Path | None) -> Path:
-    if parent is not None:
-        parent.mkdir(parents=True, exist_ok=True)
-        d = parent
-        for sub in ("index", "cq"):
-            p = d / sub
-            if p.exists():
-                shutil.rmtree(p)
-        return d
-    return Path(tempfile.mkdtemp(prefix="rmqctl-plan-"))
 
 
 def check_space(store, ctx: Ctx) -> None:
