@@ -6,11 +6,11 @@ import errno
 import os
 from pathlib import Path
 
-import pytest
-
 import faultlib as F
+import pytest
 from conftest import FIXTURES
 from faultlib import tree_hashes
+
 from rmqctl.errors import IOFailure
 from rmqctl.journal import core
 from rmqctl.repair import recover as R

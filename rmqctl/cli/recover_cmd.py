@@ -9,7 +9,6 @@ import click
 
 from rmqctl.cli.options import require_store
 from rmqctl.errors import UsageError
-from rmqctl.status import Exit
 
 RECOVER_EXITS = """\b
 Exit status:

@@ -21,9 +21,10 @@ nothing.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rmqctl.journal import core
 from rmqctl.journal.transaction import finish, journaled
