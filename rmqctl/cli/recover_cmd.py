@@ -171,7 +171,7 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
         raise UsageError("--topic/--queue apply to `rebuild cq` only: index files mix every topic")
     if topic is not None and not include_deleted_topics:
         from rmqctl.store.layout import Store
-        from rmqctl.store.names import require_named
+        from rmqctl.queue_names import require_named
 
         st = Store.open(store_dir, _config(Path(store_dir), _one_conf(conf, conf_alias)))
         if st.looks_like_store():
