@@ -371,7 +371,7 @@ def test_last_nonzero_equals_the_kernel_helper(tmp_path, layout):
     """recover's fast _last_nonzero (SEEK_DATA/SEEK_HOLE + numpy) gives scan.last_nonzero's answer."""
     import os
 
-    from rmqctl.repair.recover import _last_nonzero
+    from rmqctl.repair.sparse import last_nonzero as _last_nonzero
     from rmqctl.scan import last_nonzero
 
     p = tmp_path / "f"
@@ -428,9 +428,9 @@ def test_hash_ranges_both_layouts_equal_java_hash(lengths):
 
 
 def test_same_file_skips_common_holes_only(tmp_path):
-    """recover._same_file: equal where both are holes, differences in data anywhere are found, a hole
+    """sparse.same_file: equal where both are holes, differences in data anywhere are found, a hole
     equals written zeros."""
-    from rmqctl.repair.recover import _same_file
+    from rmqctl.repair.sparse import same_file as _same_file
 
     size = 24 << 20
 

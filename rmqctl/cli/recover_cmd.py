@@ -165,7 +165,7 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
       rmqctl rebuild index --dry-run --json /data/rocketmq/store
       rmqctl rebuild cq --include-deleted-topics /data/rocketmq/store
     """
-    from rmqctl.repair import recover as R
+    from rmqctl.repair import rebuild as RB
 
     if what == "index" and (topic is not None or queue is not None):
         raise UsageError("--topic/--queue apply to `rebuild cq` only: index files mix every topic")
@@ -184,7 +184,7 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
 
             return analyze_rebuild(get_session(master), store, what, staging, topic=topic, queue=queue, progress=pg,
                                    include_deleted_topics=include_deleted_topics)
-        return R.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg,
+        return RB.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg,
                                  include_deleted_topics=include_deleted_topics)
 
     return _run(store_dir, _one_conf(conf, conf_alias), dry_run, as_json, f"rebuild-{what}", build)

@@ -74,7 +74,7 @@ class Job:
 
     def prepare(self, store, planned) -> None:
         """Last refusals in a real run, under the lock, before the first change (free space)."""
-        from rmqctl.repair.recover import check_space
+        from rmqctl.repair.apply import check_space
 
         check_space(store, planned)
 
@@ -82,7 +82,7 @@ class Job:
         return len(planned.plan.actions)
 
     def apply(self, store, planned, journal: core.Journal, progress) -> None:
-        from rmqctl.repair.recover import apply
+        from rmqctl.repair.apply import apply
 
         apply(store, planned, journal, progress=progress)
 
