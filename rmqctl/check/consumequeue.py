@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
+from rmqctl.formats.consumequeue import UNIT_SIZE
 from rmqctl.store import rules
 from rmqctl.store.files import FileQueue, open_read
 
@@ -32,24 +33,9 @@ class QueueResult:
 
 
 def unit_location(directory: Path, cq_file_size: int, q: int) -> tuple[str, int]:
-    byte = q * 20
+    byte = q * UNIT_SIZE
     fstart = byte - byte % cq_file_size
     return str(directory / f"{fstart:020d}"), byte - fstart
-
-
-def _iter_units(path: Path, n_units: int):
-    fd = open_read(path)
-    try:
-        i = 0
-        while i < n_units:
-            data = os.pread(fd, min(CHUNK, n_units - i) * 20, i * 20)
-            k = len(data) // 20
-            if k == 0:
-                return
-            yield from UNIT.iter_unpack(data[:k * 20])
-            i += k
-    finally:
-        os.close(fd)
 
 
 def _unit_chunks(path: Path, n_units: int):
@@ -64,8 +50,8 @@ def _unit_chunks(path: Path, n_units: int):
     try:
         i = 0
         while i < n_units:
-            data = os.pread(fd, min(CHUNK, n_units - i) * 20, i * 20)
-            k = len(data) // 20
+            data = os.pread(fd, min(CHUNK, n_units - i) * UNIT_SIZE, i * UNIT_SIZE)
+            k = len(data) // UNIT_SIZE
             if k == 0:
                 return
             u = np.frombuffer(data, dt, k)
@@ -117,8 +103,8 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
     seen_real = False
     gap_first = None
     for fi, f in enumerate(fq.files):
-        base = f.start // 20
-        n_units = min(f.size, cq_file_size) // 20
+        base = f.start // UNIT_SIZE
+        n_units = min(f.size, cq_file_size) // UNIT_SIZE
         # a chunk at a time as arrays; the rules are those of a walk over the units in order
         for i0, phys, size, tags in _unit_chunks(f.path, n_units):
             m = len(phys)
@@ -137,7 +123,7 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
                 if len(after):
                     k = cut + int(after[0])
                     hole_reported = True
-                    hole = Finding(ERROR, "cq.hole", str(f.path), (i0 + k) * 20, f"no unit after offset {ended_at}",
+                    hole = Finding(ERROR, "cq.hole", str(f.path), (i0 + k) * UNIT_SIZE, f"no unit after offset {ended_at}",
                                    f"unit (phys {int(phys[k])}, size {int(size[k])})",
                                    f"valid-looking unit after an invalid one at queue offset {ended_at}: "
                                    f"the broker's recovery ends the queue at the hole")
@@ -150,7 +136,7 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
                     pk = np.flatnonzero(pre)
                     for k in pk.tolist():
                         if seen_real or fi != 0 or (first_real is not None and first_real < k):
-                            findings.append(Finding(ERROR, "cq.pre_blank", str(f.path), (i0 + k) * 20,
+                            findings.append(Finding(ERROR, "cq.pre_blank", str(f.path), (i0 + k) * UNIT_SIZE,
                                                     "a message unit", "pre-blank unit (0, 2147483647, 0)",
                                                     "pre-blank units belong only before the first unit of the "
                                                     "first file"))
@@ -180,7 +166,7 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
                                 k = int(np.argmax(ing))
                                 pv = int(rp[k])
                                 g0, g1 = next((g0, g1) for g0, g1 in cl_gaps if g0 <= pv < g1)
-                                gap_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), pv, g0, g1)
+                                gap_first = (str(f.path), (i0 + int(real[k])) * UNIT_SIZE, int(rq[k]), pv, g0, g1)
                         judge = rp + rs > cl_min     # else: a message in a deleted (expired) commitlog file
                         if first_rec_q is not None:
                             # else: compared with its record by the commitlog pass
@@ -191,12 +177,12 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
                             k = int(np.argmax(ahead))
                             ahead_n += int(ahead.sum())
                             if ahead_first is None:
-                                ahead_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), int(rp[k]))
+                                ahead_first = (str(f.path), (i0 + int(real[k])) * UNIT_SIZE, int(rq[k]), int(rp[k]))
                         if orphan.any():
                             k = int(np.argmax(orphan))
                             orphan_n += int(orphan.sum())
                             if orphan_first is None:
-                                orphan_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), int(rp[k]))
+                                orphan_first = (str(f.path), (i0 + int(real[k])) * UNIT_SIZE, int(rq[k]), int(rp[k]))
             if hole is not None:     # after the units before it, in file order
                 findings.append(hole)
     if ahead_first:
@@ -290,7 +276,7 @@ def check_queue_ext(root: Path, topic: str, qid: int, cq_file_size: int, ext_fil
     bad = mism = 0
     first_bad = first_mism = None
     for f in FileQueue.scan(d).files:
-        for i0, phys, size, tags in _unit_chunks(f.path, min(f.size, cq_file_size) // 20):
+        for i0, phys, size, tags in _unit_chunks(f.path, min(f.size, cq_file_size) // UNIT_SIZE):
             for k in ((tags <= extf.MAX_ADDR) & (phys >= 0) & (size > 0) & (phys < cl_end)).nonzero()[0].tolist():
                 off = int(tags[k]) - extf.ADDR_BASE
                 start = off - off % ext_file_size
@@ -303,7 +289,7 @@ def check_queue_ext(root: Path, topic: str, qid: int, cq_file_size: int, ext_fil
                     except OSError:
                         cache[start] = b""
                 data, pos = cache[start], off - start
-                where = (str(f.path), (i0 + k) * 20)
+                where = (str(f.path), (i0 + k) * UNIT_SIZE)
                 u = head.unpack_from(data, pos) if pos + head.size <= len(data) else None
                 if u is None or u[0] < extf.MIN_EXT_UNIT_SIZE or u[3] < 0 or u[0] != head.size + u[3] \
                         or pos + u[0] > len(data):

@@ -71,7 +71,7 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
         n = 1
         while n < count:
             k = min(BATCH, count - n)
-            raw = pread(k * 20, slots_end + 20 * n)
+            raw = pread(k * ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * n)
             a = np.frombuffer(raw, dtype=np.dtype([("h", ">i4"), ("phy", ">i8"), ("td", ">i4"), ("pre", ">i4")]))
             nums = np.arange(n, n + k)
             slot_of[n:n + k] = a["h"].astype(np.int64) % hash_slot_num
@@ -79,7 +79,7 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
             if bad.size and not cycle_reported:
                 cycle_reported = True
                 i = int(bad[0])
-                findings.append(Finding(ERROR, "index.chain_cycle", p, slots_end + 20 * (n + i),
+                findings.append(Finding(ERROR, "index.chain_cycle", p, slots_end + ixf.ITEM_SIZE * (n + i),
                                         f"preIndexNo < {n + i}", int(a["pre"][i]),
                                         "prevIndex points at the same or a newer item: the chain loops"))
             okpre = (a["pre"] > 0) & (a["pre"] < nums)
@@ -89,7 +89,7 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                 if mism.size:
                     bucket_reported = True
                     i = int(nums[okpre][mism[0]])
-                    findings.append(Finding(ERROR, "index.chain_bucket", p, slots_end + 20 * i,
+                    findings.append(Finding(ERROR, "index.chain_bucket", p, slots_end + ixf.ITEM_SIZE * i,
                                             f"slot {int(slot_of[i])}", f"slot {int(slot_of[int(pre[mism[0]])])}",
                                             "prevIndex links into another hash bucket"))
             if not time_reported:
@@ -100,7 +100,7 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                 if badt.size:
                     time_reported = True
                     i = int(nums[nums >= 2][badt[0]])
-                    findings.append(Finding(ERROR, "index.time_diff", p, slots_end + 20 * i + 12,
+                    findings.append(Finding(ERROR, "index.time_diff", p, slots_end + ixf.ITEM_SIZE * i + 12,
                                             f"0..{limit}", int(td[badt[0]]),
                                             "timeDiff outside [0, (endTimestamp - beginTimestamp)/1000]"))
             phys = a["phy"]
@@ -110,7 +110,7 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                 if badp.size:
                     phy_reported = True
                     i = n + int(badp[0])
-                    findings.append(Finding(ERROR, "index.phy_order", p, slots_end + 20 * i + 4,
+                    findings.append(Finding(ERROR, "index.phy_order", p, slots_end + ixf.ITEM_SIZE * i + 4,
                                             f">= {int(prev[badp[0]])}", int(phys[badp[0]]),
                                             "items are not in commitlog order"))
             last_phy = int(phys[-1])
@@ -127,8 +127,8 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                                         f"item {int(slots[s])} in slot {int(slot_of[slots[s]])}",
                                         f"{wrong.size} slot(s) point at items whose keyHash belongs elsewhere"))
         if count > 1:
-            first = ITEM.unpack(pread(20, slots_end + 20))
-            last = ITEM.unpack(pread(20, slots_end + 20 * (count - 1)))
+            first = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE))
+            last = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * (count - 1)))
             if first[1] != begin_phy:
                 findings.append(Finding(ERROR, "index.header_begin_phy", p, 16, first[1], begin_phy,
                                         "beginPhyOffset differs from item 1"))
@@ -186,7 +186,7 @@ def _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end,
     picks = sorted(set(list(range(1, count, step)) + [count - 1]))
     bad_n, first = 0, None
     for n in picks:
-        kh, phy, td, pre = ITEM.unpack(pread(20, slots_end + 20 * n))
+        kh, phy, td, pre = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * n))
         if phy < cl_min or (cl_end is not None and phy >= cl_end):
             continue
         try:
@@ -203,7 +203,7 @@ def _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end,
             first = (n, kh, why)
     if first:
         n, kh, why = first
-        findings.append(Finding(ERROR, "index.item_message", p, slots_end + 20 * n, f"keyHash {kh}", why,
+        findings.append(Finding(ERROR, "index.item_message", p, slots_end + ixf.ITEM_SIZE * n, f"keyHash {kh}", why,
                                 f"{bad_n} of {len(picks)} sampled items do not match their message"))
 
 
