@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rmqctl import dispatch as D
 from rmqctl.errors import ProblemsFound
+from rmqctl.formats import commitlog as clf
 from rmqctl.formats.consumequeue import UNIT_SIZE
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.fillers import QUARANTINE_TOPIC
@@ -51,7 +52,7 @@ def dispatch_segments(store, files, segments, validated_from, states, rebuilder,
                                 f"{stop.detail}); run `rmqctl recover --from-start`", offset=stop.offset)
         f = fill_at.get(b)
         if f is not None and f.kind == "record" and rebuilder is not None and f.start >= idx_from:
-            rebuilder.dispatch(f.start, f.store_ts, 0xC, QUARANTINE_TOPIC, {})
+            rebuilder.dispatch(f.start, f.store_ts, clf.TRANSACTION_ROLLBACK_TYPE, QUARANTINE_TOPIC, {})
 
 
 def new_queue_state(store, staging, topic, qid):

@@ -3,20 +3,14 @@ placeholder record that passes the broker's checks over exactly the bad range, o
 record when the good data resumes only in the next file."""
 from __future__ import annotations
 
-import struct
-import zlib
 from dataclasses import dataclass
 
-V1, V2 = -626843481, -626843477
-
-
-BLANK_MAGIC = -875286124
-
+from rmqctl import writers
+from rmqctl.formats import commitlog as clf
 
 QUARANTINE_TOPIC = "rmqctl_quarantine"
-
-
 QUARANTINE_PROP = "RMQCTL_QUARANTINED"
+_LOCALHOST = (b"\x7f\x00\x00\x01", 0)
 
 
 @dataclass
@@ -32,24 +26,20 @@ def make_filler_record(start: int, length: int, prev=None) -> bytes | None:
     """A valid ROLLBACK-type record of exactly `length` bytes at `start` (None if it cannot fit)."""
     props = f"{QUARANTINE_PROP}\x01{start}-{start + length}\x02".encode()
     topic = QUARANTINE_TOPIC.encode()
-    fixed = 91 + len(topic) + len(props)
+    fixed = writers.message_overhead() + len(topic) + len(props)
     body_len = length - fixed
     if body_len < 0 or length > 0x7FFFFFFF:
         return None
     body = bytes(body_len)
     ts = prev.store_timestamp if prev is not None else 0
     store_host = (prev.store_host_raw, prev.store_port) if prev is not None and len(prev.store_host_raw) == 4 \
-        else (b"\x7f\x00\x00\x01", 0)
-    rec = bytearray()
-    rec += struct.pack(">iiiiiqqiq", length, V1, zlib.crc32(body) & 0x7FFFFFFF, 0, 0, 0, start, 0xC, ts)
-    rec += store_host[0] + struct.pack(">i", store_host[1])       # born host = store host
-    rec += struct.pack(">q", ts)
-    rec += store_host[0] + struct.pack(">i", store_host[1])
-    rec += struct.pack(">iqi", 0, 0, body_len) + body
-    rec += struct.pack(">b", len(topic)) + topic
-    rec += struct.pack(">h", len(props)) + props
+        else _LOCALHOST
+    host = store_host     # born host = store host
+    rec = writers.message_record(topic=topic, body=body, properties=props, physical_offset=start,
+                                 sys_flag=clf.TRANSACTION_ROLLBACK_TYPE, born_timestamp=ts, born_host=host,
+                                 store_timestamp=ts, store_host=host, magic_code=clf.MESSAGE_MAGIC_CODE_V1)
     assert len(rec) == length
-    return bytes(rec)
+    return rec
 
 
 def filler_for(start: int, resume: int, f, fsize: int, last) -> Filler:
@@ -68,16 +58,16 @@ def filler_for(start: int, resume: int, f, fsize: int, last) -> Filler:
     # placeholder does not fit.
     room = f.start + fsize - start
     n = min_filler_len(start)
-    if room >= n + 8:
+    if room >= n + clf.END_FILE_MIN_BLANK_LENGTH:
         rec = make_filler_record(start, n, prev)
-        blank = struct.pack(">ii", room - n, BLANK_MAGIC)
+        blank = writers.blank_record(room - n)
         return Filler(start, start + n, "record", rec + blank, prev.store_timestamp if prev else 0)
-    return Filler(start, f.start + fsize, "blank", struct.pack(">ii", room, BLANK_MAGIC))
+    return Filler(start, f.start + fsize, "blank", writers.blank_record(room))
 
 
 def min_filler_len(start: int) -> int:
     n = 140
     for _ in range(3):
         props = f"{QUARANTINE_PROP}\x01{start}-{start + n}\x02".encode()
-        n = 91 + len(QUARANTINE_TOPIC) + len(props)
+        n = writers.message_overhead() + len(QUARANTINE_TOPIC) + len(props)
     return n

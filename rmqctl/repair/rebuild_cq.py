@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqctl import dispatch as D
+from rmqctl import writers
 from rmqctl.formats import consumequeue as cqf
 from rmqctl.formats import consumequeue_ext as cqf_ext
 from rmqctl.store.files import FileQueue, offset_name
 
-UNIT = struct.Struct(">qiq")
-UNIT_SIZE = 20
+UNIT = writers.CQ_UNIT                  # derived from formats.consumequeue.ConsumeQueueUnit
+UNIT_SIZE = cqf.UNIT_SIZE
 PRE_BLANK = UNIT.pack(0, cqf.PRE_BLANK_SIZE, 0)
 _UNIT_DT = [("p", ">i8"), ("s", ">i4"), ("t", ">i8")]
 
@@ -362,7 +363,7 @@ def write_staged(path: Path, data: bytes) -> None:
 # --------------------------------------------------------------------------------------------------
 # consumequeue_ext (enableConsumeQueueExt)
 
-EXT_HEAD = struct.Struct(">hqqh")
+EXT_HEAD = writers.CQ_EXT_HEAD           # derived from formats.consumequeue_ext.CqExtUnitHead
 EXT_MIN_ADDR = -(1 << 63)
 
 

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import os
-import struct
 
-from rmqctl.repair.fillers import V1, V2
+from rmqctl import writers
+from rmqctl.formats import commitlog as clf
 from rmqctl.repair.sparse import last_nonzero
 from rmqctl.scan import BLANK_RECORD, FileWalk, find_next_record
 from rmqctl.store.commitlog import open_ro
+
+# bytes read from a file's start: enough for STORETIMESTAMP after an IPv6 BORNHOST
+FIRST_RECORD_PROBE = writers.store_timestamp_offset(clf.BORNHOST_V6_FLAG) + writers.I64.size
 
 
 def first_record_timestamp(path) -> tuple[int, int] | None:
     """(magic, storeTimestamp) of a file's first record, as isMappedFileMatchedRecover reads them."""
     with open_ro(path) as fd:
-        head = os.pread(fd, 76, 0)
-    if len(head) < 76:
+        head = os.pread(fd, FIRST_RECORD_PROBE, 0)
+    if len(head) < FIRST_RECORD_PROBE:
         return None
-    magic = struct.unpack_from(">i", head, 4)[0]
-    sys_flag = struct.unpack_from(">i", head, 36)[0]
-    pos = 48 + (20 if sys_flag & 0x10 else 8)
-    return magic, struct.unpack_from(">q", head, pos)[0]
+    fields = dict(zip(writers.MESSAGE_HEAD_FIELDS, writers.MESSAGE_HEAD.unpack_from(head)))
+    ts = writers.I64.unpack_from(head, writers.store_timestamp_offset(fields["sys_flag"]))[0]
+    return fields["magic_code"], ts
 
 
 def broker_start_file(store, files, ckpt) -> tuple[int, str]:
@@ -29,13 +31,13 @@ def broker_start_file(store, files, ckpt) -> tuple[int, str]:
     min_ts = ckpt.min_timestamp if ckpt is not None else 0
     for i in range(len(files) - 1, -1, -1):
         f = files[i]
-        if f.size < 76:
+        if f.size < FIRST_RECORD_PROBE:
             continue
         mt = first_record_timestamp(f.path)
         if mt is None:
             continue
         magic, ts = mt
-        if magic not in (V1, V2) or ts == 0:
+        if magic not in clf.MESSAGE_MAGIC_CODES or ts == 0:
             continue
         if ts <= min_ts:
             return i, (f"first record stored at {ts} <= checkpoint min timestamp {min_ts} "

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import struct
 
+from rmqctl import writers
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.plan import Action
 from rmqctl.repair.sparse import last_nonzero
@@ -19,10 +19,8 @@ def timer_plan(store, states, ctx) -> None:
     would clamp its in-memory copy the same way, with a warning, and write it back later); a
     lastTimerLogFlushPos beyond the end of the timerlog's data is set to that end. Two in-place 8-byte
     writes, journaled like every other change."""
-    import struct as _s
-
     from rmqctl.formats import timer as TF
-    from rmqctl.formats._derive import field_names, struct_format
+    from rmqctl.formats._derive import field_names
 
     plan = ctx.plan
     path = store.root / "config" / "timercheck"
@@ -32,7 +30,7 @@ def timer_plan(store, states, ctx) -> None:
         return
     if not path.is_file():
         return
-    codec = _s.Struct(struct_format(TF.TimerCheckpoint))
+    codec = writers.TIMER_CHECKPOINT
     with open_ro(path) as fd:
         raw = os.pread(fd, codec.size, 0)
     if len(raw) < codec.size:
@@ -41,7 +39,7 @@ def timer_plan(store, states, ctx) -> None:
         return
     names = field_names(TF.TimerCheckpoint)
     vals = dict(zip(names, codec.unpack(raw)))
-    off = dict(zip(names, range(0, codec.size, 8)))        # seven big-endian i64 fields
+    off = writers.TIMER_CHECKPOINT_OFFSETS
     st = states.get((TIMER_TOPIC, 0))
     qmax = st.end // RC.UNIT_SIZE if st is not None else 0
     tl_end = timerlog_end(store)
@@ -64,7 +62,7 @@ def timer_plan(store, states, ctx) -> None:
         return
     data = codec.pack(*(new[k] for k in names))
     lo = min(off[k] for k in changed)
-    hi = max(off[k] + 8 for k in changed)
+    hi = max(off[k] + writers.I64.size for k in changed)
     what = "; ".join(
         {"last_timer_queue_offset": f"lastTimerQueueOffset {vals[k]} -> {new[k]} (max offset of {TIMER_TOPIC}/0 "
                                     "after the repair)",
@@ -87,9 +85,10 @@ def timerlog_end(store) -> int:
     for f in reversed(FileQueue.scan(d, root=store.root).files):
         with open_ro(f.path) as fd:
             lnz = last_nonzero(fd, 0, f.size)
-            head = os.pread(fd, 16, (lnz - 1) // u * u) if lnz else b""
+            head = os.pread(fd, writers.TIMERLOG_BLANK.size, (lnz - 1) // u * u) if lnz else b""
         if lnz:
-            if len(head) == 16 and struct.unpack(">iqi", head)[2] == TF.TIMERLOG_BLANK_MAGIC:
+            if len(head) == writers.TIMERLOG_BLANK.size and \
+                    writers.TIMERLOG_BLANK.unpack(head)[2] == TF.TIMERLOG_BLANK_MAGIC:
                 return f.start + f.size     # TimerLog.append set the wrote position to the file end
             return f.start + min(f.size, -(-lnz // u) * u)
     return 0
