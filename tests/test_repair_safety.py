@@ -161,9 +161,9 @@ def test_undo_puts_hard_linked_segments_back_without_copying(tmp_path, monkeypat
     seg = store / "commitlog" / "00000000000000000000"
     seg.write_bytes(os.urandom(1 << 20))
     ino, data = seg.stat().st_ino, seg.read_bytes()
-    j = JO.open_journal(store, "recover")
+    j = jn.Journal.begin(store, "recover")
     JO.delete_file(j, seg)
-    JO.committed(j)
+    j.commit()
     monkeypatch.setattr(jn, "free_space", lambda p: 0)
     jn.undo(store)
     assert seg.read_bytes() == data and seg.stat().st_ino == ino

@@ -1,4 +1,5 @@
-"""Index-file checks (§4): size, header vs items, slot chains, items vs messages, timeDiff.
+"""Index-file checks (docs/store-format.md, "Index files"): size, header vs items, slot chains, items vs
+messages, timeDiff.
 
 Chains: the broker always links a new item to an OLDER one (preIndexNo < own number), so "every
 item's preIndexNo is 0 or smaller than its own number" proves every chain finite -- a cycle is
@@ -93,7 +94,8 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                                             f"slot {int(slot_of[i])}", f"slot {int(slot_of[int(pre[mism[0]])])}",
                                             "prevIndex links into another hash bucket"))
             if not time_reported:
-                # item 1's timeDiff is relative to the previous file's end (§4.5): check items >= 2
+                # item 1's timeDiff is relative to the previous file's end (docs/store-format.md,
+                # "Slots and items"): check items >= 2
                 td = a["td"][nums >= 2]
                 limit = (end_ts - begin_ts) // 1000 if begin_ts > 0 else 0
                 badt = np.nonzero((td < 0) | (td > max(limit, 0)))[0]

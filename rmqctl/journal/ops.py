@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -56,33 +55,7 @@ def sha256_zeros(n: int) -> str:
     return h.hexdigest()
 
 
-# --- opening / resuming an op -------------------------------------------------------------------
-
-def open_journal(store, op: str) -> J.Journal:
-    """Begin a new op. An op a killed run left unfinished is rolled back first (Journal.begin), so a
-    re-run computes its plan from the store as it was before, and converges on exactly what an
-    uninterrupted run gives -- also where the first run's own changes would look valid to the re-run
-    (the synthetic record of --on-corruption quarantine)."""
-    return J.Journal.begin(store, op)
-
-
-def staging_dir(j: J.Journal) -> Path:
-    d = j.dir / "staging"
-    d.mkdir(exist_ok=True)
-    return d
-
-
 # --- low-level helpers ----------------------------------------------------------------------------
-
-def _write_new(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _copy_range(src: Path, offset: int, length: int, dst: Path) -> None:
@@ -215,34 +188,3 @@ def write_range(j: J.Journal, path, offset: int, data: bytes | None = None, *, z
     return entry
 
 
-def write_small_file(j: J.Journal, path, data: bytes) -> dict:
-    """A small file (checkpoint): staged in the quarantine, renamed over the target."""
-    staged = staging_dir(j) / (Path(path).name + f".{j.seq + 1}")
-    _write_new(staged, data)
-    return install_file(j, path, staged)
-
-
-def delete_small(j: J.Journal, path) -> dict:
-    return delete_file(j, path)
-
-
-def committed(j: J.Journal) -> None:
-    j.commit()
-
-
-def aborted(j: J.Journal, error: str) -> None:
-    j._append({"kind": "aborted", "error": error})
-    j.close()
-
-
-def entries_of(j: J.Journal) -> list[dict]:
-    return J.read_op(j.dir).entries
-
-
-def summary(j: J.Journal) -> dict:
-    rec = J.read_op(j.dir)
-    return {"op": rec.name, "dir": str(j.dir), "entries": len(rec.entries)}
-
-
-def dumps(obj) -> str:
-    return json.dumps(obj, sort_keys=False)

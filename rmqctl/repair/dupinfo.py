@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class DupInfo:
-    """F22: records carrying DUP_INFO (duplication / controller mode, R27). With duplicationEnable the
+    """F22: records carrying DUP_INFO (duplication / controller mode, apache/rocketmq#8032). With duplicationEnable the
     broker's checkMessageAndReturnSize fails a record WITHOUT a well-formed DUP_INFO, so its recovery
     stops at the first such record -- at file 0 that truncates the whole log. rmqctl never ends valid
     data for a missing DUP_INFO; it only reports what it saw. Cheap: one bytes.find per batch, the

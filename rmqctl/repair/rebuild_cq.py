@@ -12,7 +12,8 @@ Broker behaviour reproduced (ConsumeQueue.java, 4.9.7 and 5.3.3):
 
 Where rmqctl differs on purpose (docs/recovery.md): truncated tails are zero-filled instead of being
 left as stale units, a file without any valid unit is removed instead of being kept with a bogus
-write position (the 5.3.3 correctMinOffset IAE, R8/R9), and pre-blank units do not count towards
+write position (the 5.3.3 correctMinOffset IAE, apache/rocketmq#9728/apache/rocketmq#10108), and pre-blank
+units do not count towards
 maxPhysicOffset (the broker would take 0x7FFFFFFF from them).
 
 put_many() appends a whole batch of one queue's units as one numpy record array when the broker's

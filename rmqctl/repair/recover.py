@@ -7,8 +7,9 @@ unclean to the broker):
 1. commitlog: find the end of valid data the way recoverAbnormally does (start file chosen from the
    checkpoint by isMappedFileMatchedRecover, records checked by checkMessageAndReturnSize: size,
    magic, body CRC, DELAY parse, length formula) plus two checks the broker lacks: PHYSICALOFFSET must
-   equal the position (stale bytes, R17) and a present __CRC32# property must match (R15). Zero-fill
-   the tail of the file holding that end (the broker leaves garbage there, §7.7) and quarantine every
+   equal the position (stale bytes, apache/rocketmq#10017) and a present __CRC32# property must match
+   (apache/rocketmq#7437). Zero-fill the tail of the file holding that end (the broker leaves garbage
+   there, docs/recovery.md "Abnormal recovery") and quarantine every
    later file (the broker deletes them). A zero-length last file is removed (5.x does that too).
 2. consume queues: ConsumeQueue.recover (last three files, first invalid unit) and
    truncateDirtyLogicFiles(end), with zero-filled tails; then every valid record from the scan start
@@ -16,7 +17,7 @@ unclean to the broker):
 3. index: index files are kept while they are full and end before the cut; the rest is regenerated
    from the last kept file's end with IndexService's rules (rebuild_index) -- the broker instead
    deletes every file newer than indexMsgTimestamp and re-indexes only from its recovery start file,
-   losing keys (R13).
+   losing keys (apache/rocketmq#8007).
 4. checkpoint (checkpoint_write); 4b. config/timercheck (5.x) clamped to the timer queue and timerlog
    that are left (timer_plan, F23); 5. remove `abort`: the broker then runs a normal recovery.
 
@@ -392,7 +393,7 @@ def _abort_last(rec: Recovery) -> None:
 
 
 def deleted_topics_note(store, states, plan) -> None:
-    """F21 in recover: re-dispatch everything like the broker (R26), but say so."""
+    """F21 in recover: re-dispatch everything like the broker (apache/rocketmq#1852), but say so."""
     from rmqctl.repair.topic_filter import load_filter
 
     added = {}

@@ -14,7 +14,7 @@ TIMER_TOPIC = "rmq_sys_wheel_timer"
 
 
 def timer_plan(store, states, ctx) -> None:
-    """F23 (R29): config/timercheck must not point past what the repair leaves. lastTimerQueueOffset
+    """F23 (apache/rocketmq#7480): config/timercheck must not point past what the repair leaves. lastTimerQueueOffset
     above the max offset of the rmq_sys_wheel_timer queue 0 is set to that max (TimerMessageStore.recover
     would clamp its in-memory copy the same way, with a warning, and write it back later); a
     lastTimerLogFlushPos beyond the end of the timerlog's data is set to that end. Two in-place 8-byte
