@@ -263,7 +263,9 @@ def test_put_many_equals_put(tmp_path_factory, steps, q0, cuts, stream):
 # -- end to end: batch path vs per-record path --------------------------------------------------------
 
 def _staged(root: Path, what: str, conf, *, legacy: bool, tmp: Path) -> dict:
-    from rmqctl.repair import recover as R
+    """legacy: the records decoded one by one by CommitLog.records (FileWalk) and fed to the builders
+    record by record (the path --engine spark streams into); else the batch kernel and dispatch."""
+    from rmqctl.repair import rebuild as RB
     from rmqctl.store.commitlog import CommitLog
     from rmqctl.store.config import StoreConfig
     from rmqctl.store.layout import Store
@@ -272,15 +274,8 @@ def _staged(root: Path, what: str, conf, *, legacy: bool, tmp: Path) -> dict:
     store = Store.open(root, cfg)
     staging = tmp / ("legacy" if legacy else "vec") / what
     staging.mkdir(parents=True)
-    if legacy:
-        class PerRecord(CommitLog):
-            pass
-        old, R.CommitLog = R.CommitLog, PerRecord
-    try:
-        ctx = R.analyze_rebuild(store, what, staging)
-    finally:
-        if legacy:
-            R.CommitLog = old
+    records = (lambda walk: CommitLog(store).records(walk=walk)) if legacy else None
+    ctx = RB.analyze_rebuild(store, what, staging, records=records)
     out = {}
     for a in ctx.plan.actions:
         if a.kind in ("write_file", "create_file"):
