@@ -22,40 +22,41 @@ class Interner:
         self.values: list = []
 
     def ids(self, b, rel, length):
+        """Dense ids of the strings b[rel[i]:rel[i] + length[i]]; None when they cannot be interned here."""
         n = len(rel)
         if n == 0:
             return np.empty(0, np.int64)
-        L = int(length.max())
-        if L > 64 or int(length.min()) < 0:
+        max_len = int(length.max())
+        if max_len > 64 or int(length.min()) < 0:
             return None
-        W = max(8, (L + 7) // 8 * 8)
-        cols = np.arange(W)
-        if len(b) >= W:
-            # rows of W bytes starting at each string (one memcpy per row, no index matrix); a string
-            # ending less than W bytes before the buffer's end reads from an earlier start and shifts
-            rows = np.lib.stride_tricks.as_strided(b, (len(b) - W + 1, W), (1, 1))
-            r0 = np.minimum(rel, len(b) - W)
-            G = rows[r0]
+        width = max(8, (max_len + 7) // 8 * 8)
+        cols = np.arange(width)
+        if len(b) >= width:
+            # rows of `width` bytes starting at each string (one memcpy per row, no index matrix); a string
+            # ending less than `width` bytes before the buffer's end reads from an earlier start and shifts
+            rows = np.lib.stride_tricks.as_strided(b, (len(b) - width + 1, width), (1, 1))
+            r0 = np.minimum(rel, len(b) - width)
+            padded = rows[r0]
             sh = rel - r0
             if sh.any():
                 k = np.flatnonzero(sh)
                 idx = np.minimum(rel[k, None] + cols, len(b) - 1)
-                G[k] = b[idx]
+                padded[k] = b[idx]
         else:
-            G = b[np.minimum(rel[:, None] + cols, len(b) - 1)]
-        Lmin = int(length.min())
-        if Lmin == L:
-            G[:, L:] = 0
+            padded = b[np.minimum(rel[:, None] + cols, len(b) - 1)]
+        min_len = int(length.min())
+        if min_len == max_len:
+            padded[:, max_len:] = 0
         else:
-            G[cols[None, :] >= length[:, None]] = 0
-        V = G.view(np.uint64)
-        w = V.shape[1]
+            padded[cols[None, :] >= length[:, None]] = 0
+        words = padded.view(np.uint64)
+        n_words = words.shape[1]
         h = length.astype(np.uint64)
-        M = np.uint64(HASH_MULTIPLIER)
-        for k in range(w):
-            h = h * M ^ V[:, k]
-        if w < 8:
-            h = h * np.uint64(pow(HASH_MULTIPLIER, 8 - w, 1 << 64))
+        mult = np.uint64(HASH_MULTIPLIER)
+        for k in range(n_words):
+            h = h * mult ^ words[:, k]
+        if n_words < 8:
+            h = h * np.uint64(pow(HASH_MULTIPLIER, 8 - n_words, 1 << 64))
         for _ in range(2):
             pos = np.searchsorted(self.sorted_h, h)
             np.minimum(pos, max(len(self.sorted_h) - 1, 0), out=pos)
@@ -64,9 +65,9 @@ class Interner:
                 ids = self.sorted_id[pos]
                 i0 = int(ids[0])
                 if (ids == i0).all():
-                    same = Lmin == L == int(self.lens[i0]) and (V == self.rows[i0, :w]).all()
+                    same = min_len == max_len == int(self.lens[i0]) and (words == self.rows[i0, :n_words]).all()
                 else:
-                    same = (V == self.rows[ids, :w]).all() and (self.lens[ids] == length).all()
+                    same = (words == self.rows[ids, :n_words]).all() and (self.lens[ids] == length).all()
                 if same:
                     return ids
                 return None      # a hash collision: let the caller group exactly
@@ -76,7 +77,7 @@ class Interner:
                 return None
             k0 = len(self.values)
             rows = np.zeros((len(uh), 8), np.uint64)
-            rows[:, :w] = V[new[first]]
+            rows[:, :n_words] = words[new[first]]
             self.rows = np.concatenate((self.rows, rows))
             self.lens = np.concatenate((self.lens, length[new[first]]))
             for f in new[first].tolist():
