@@ -1,4 +1,4 @@
-"""store/abort and store/lock (§5.2, §5.3).
+"""store/abort and store/lock (docs/store-format.md, "Abort and lock").
 
 abort: its presence at start-up means abnormal recovery. Empty (4.x) or the broker PID as decimal
 text (5.x, with an empty abort.bak side file). lock: 4 ASCII bytes "lock" (or empty); what matters

@@ -1,4 +1,5 @@
-"""batchconsumequeue/<topic>/<queueId>/<20-digit>: 46-byte units (5.x, queue.type=BatchCQ) (§3.6).
+"""batchconsumequeue/<topic>/<queueId>/<20-digit>: 46-byte units (5.x, queue.type=BatchCQ)
+(docs/store-format.md, "Batch consume queue").
 Also the unit of compaction/compactionCq (SparseConsumeQueue)."""
 from construct import Int16sb, Int32sb, Int64sb, Struct
 

@@ -1,4 +1,4 @@
-"""store/checkpoint (StoreCheckpoint): i64 fields inside a 4096-byte mapped file (§5.1).
+"""store/checkpoint (StoreCheckpoint): i64 fields inside a 4096-byte mapped file (docs/store-format.md, "Checkpoint").
 
 Generations: 24 bytes used by 4.x, 32 by 5.0.0 (masterFlushedOffset), 40 by 5.1.1+ (confirmPhyOffset).
 Unused bytes are zero; there is no CRC.

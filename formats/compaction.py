@@ -1,4 +1,5 @@
-"""5.1+ compaction store (§5.5): compactionLog files hold commitlog-format records (see commitlog.py);
+"""5.1+ compaction store (docs/store-format.md, "Compaction"): compactionLog files hold commitlog-format
+records (see commitlog.py);
 compactionCq files hold BatchConsumeQueue units (see batch_consumequeue.py)."""
 from rmqctl.formats.batch_consumequeue import BatchConsumeQueueUnit as CompactionCqUnit  # noqa: F401
 from rmqctl.formats.commitlog import BlankRecord, MessageRecord  # noqa: F401

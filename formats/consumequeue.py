@@ -1,4 +1,4 @@
-"""consumequeue/<topic>/<queueId>/<20-digit byte offset>: 20-byte units (§3.1-3.4).
+"""consumequeue/<topic>/<queueId>/<20-digit byte offset>: 20-byte units (docs/store-format.md, "Consume queue").
 
 Unit i (logical queue offset i) sits at byte i*20 of the queue's logical stream. Default file size
 300,000 units = 6,000,000 bytes; file names are multiples of the file size.

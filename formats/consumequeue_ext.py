@@ -1,4 +1,5 @@
-"""consumequeue_ext/<topic>/<queueId>/<20-digit>: variable units (only with enableConsumeQueueExt) (§3.5)."""
+"""consumequeue_ext/<topic>/<queueId>/<20-digit>: variable units (only with enableConsumeQueueExt)
+(docs/store-format.md, "Consume-queue ext")."""
 from construct import Bytes, Check, Int16sb, Int64sb, Struct, this
 
 DEFAULT_FILE_SIZE = 48 * 1024 * 1024

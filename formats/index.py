@@ -1,4 +1,4 @@
-"""index/<yyyyMMddHHmmssSSS>: hash index by `topic#key` (§4).
+"""index/<yyyyMMddHHmmssSSS>: hash index by `topic#key` (docs/store-format.md, "Index files").
 
 Size = 40 + 4*hashSlotNum + 20*indexNum (defaults 5,000,000 / 20,000,000 -> 420,000,040). The
 counts are broker config, not stored in the file. Slot values and preIndexNo are ITEM NUMBERS

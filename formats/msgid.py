@@ -1,4 +1,4 @@
-"""Message ids: the broker's offsetMsgId and the client's UNIQ_KEY (§2).
+"""Message ids: the broker's offsetMsgId and the client's UNIQ_KEY (docs/store-format.md, "Message ids").
 
 offsetMsgId = STOREHOST address + port (i32) + PHYSICALOFFSET (i64): 16 bytes (IPv4) / 28 (IPv6),
 upper-case hex. UNIQ_KEY = client IP (4|16) + pid (i16) + classloader hash (i32) + ms since month

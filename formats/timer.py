@@ -1,4 +1,4 @@
-"""5.x timer store: timerwheel, timerlog/<20-digit>, config/timercheck (§5.4)."""
+"""5.x timer store: timerwheel, timerlog/<20-digit>, config/timercheck (docs/store-format.md, "Timer store")."""
 from construct import Int32sb, Int64sb, Struct
 
 TIMER_WHEEL_TTL_DAY = 7

@@ -1,4 +1,5 @@
-"""The broker's dispatch rules (CommitLogDispatcherBuildConsumeQueue / BuildIndex, §3.3, §3.7, §4.6):
+"""The broker's dispatch rules (CommitLogDispatcherBuildConsumeQueue / BuildIndex, docs/recovery.md "How the
+broker dispatches"):
 which record goes to which consume queue with which tagsCode, and which keys are indexed."""
 from __future__ import annotations
 

@@ -252,7 +252,7 @@ def check_target(root: Path, dest: Path, p: Plan) -> list[str]:
             problems.append(f"--move-to is inside the store's {sub}/: the broker would refuse the foreign files")
     if rdest == rroot:
         problems.append("--move-to is the store itself")
-    from rmqctl.repair.journal_ops import sha256_file
+    from rmqctl.journal.ops import sha256_file
 
     for f in p.files:
         d = dest / f.rel(root)
@@ -267,8 +267,8 @@ def check_target(root: Path, dest: Path, p: Plan) -> list[str]:
 def apply(p: Plan, j, *, move_to: Path | None, progress=None) -> None:
     """Move (journaled as delete_file with the moved copy as the saved bytes: `rmqctl undo` brings it
     back) or delete (journaled without a copy) every planned file, in the plan's order."""
-    from rmqctl.repair import journal as J
-    from rmqctl.repair import journal_ops as JO
+    from rmqctl.journal import core as J
+    from rmqctl.journal import ops as JO
     from rmqctl.store import ownership as OWN
 
     for f in p.files:
@@ -305,3 +305,56 @@ def apply(p: Plan, j, *, move_to: Path | None, progress=None) -> None:
         J.fsync_dir(f.path.parent)
         if progress is not None:
             progress.update(1)
+
+
+class ReclaimJob:
+    """`reclaim` as a ``rmqctl.repair.transaction`` job: plan under the lock; with files to free, refuse an
+    unclean store or a bad --move-to before anything changes, then move (undoable) or delete the planned files."""
+
+    def __init__(self, *, reserved_hours: int, ignore_reserved_time: bool, force_unconsumed, move_to: Path | None,
+                 warn=None):
+        self.reserved_hours, self.ignore_reserved_time = reserved_hours, ignore_reserved_time
+        self.force_unconsumed, self.move_to, self.warn = force_unconsumed, move_to, warn
+        # the op name says it where `rmqctl undo --list` shows it: a --delete run has nothing to restore
+        self.op = "reclaim" if move_to is not None else "reclaim-deleted-no-copy"
+
+    def work(self, store) -> int:
+        return 0
+
+    def plan(self, store, staging, progress) -> Plan:
+        return plan(store, reserved_hours=self.reserved_hours, ignore_reserved_time=self.ignore_reserved_time,
+                    force_unconsumed=self.force_unconsumed)
+
+    def problems(self, p: Plan) -> list[str]:
+        return []
+
+    def nothing_to_do(self, p: Plan) -> bool:
+        return not p.files
+
+    def check(self, store, p: Plan) -> None:
+        pass
+
+    def prepare(self, store, p: Plan) -> None:
+        from rmqctl.errors import ProblemsFound
+
+        say = self.warn or (lambda text: None)
+        if store.abort_exists:
+            raise ProblemsFound("the store was not shut down cleanly (abort is present): run `rmqctl recover` "
+                                "first; nothing changed", path=store.root / "abort")
+        if self.move_to is not None:
+            self.move_to.mkdir(parents=True, exist_ok=True)
+            problems = check_target(store.root, self.move_to, p)
+            if problems:
+                raise ProblemsFound("; ".join(problems) + "; nothing changed", path=self.move_to)
+            if _same_fs(store.root, self.move_to):
+                say(f"{self.move_to}: on the same file system as the store: the files are moved there but no "
+                    "space is freed until DIR is emptied")
+        else:
+            say(f"{store.root}: deleting {len(p.files)} file(s), {p.bytes} bytes, WITHOUT a copy: `rmqctl undo` "
+                "cannot bring them back")
+
+    def steps(self, p: Plan) -> int:
+        return len(p.files)
+
+    def apply(self, store, p: Plan, journal, progress) -> None:
+        apply(p, journal, move_to=self.move_to)

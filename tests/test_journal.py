@@ -1,4 +1,4 @@
-"""rmqctl.repair.journal: quarantine copies, journal entries, bit-exact idempotent undo."""
+"""rmqctl.journal.core: quarantine copies, journal entries, bit-exact idempotent undo."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from rmqctl.errors import ProblemsFound, UsageError
-from rmqctl.repair import journal as jn
+from rmqctl.journal import core as jn
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_undo_of_big_files_streams_with_flat_memory(store):
     import hashlib
     import tracemalloc
 
-    from rmqctl.repair import journal_ops as JO
+    from rmqctl.journal import ops as JO
 
     size = 48 << 20
     seg = [store / "commitlog" / f"{i * size:020d}" for i in range(3)]
@@ -140,11 +140,11 @@ def test_undo_of_big_files_streams_with_flat_memory(store):
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in seg}
     staged = store / "new"
     staged.write_bytes(b"x" * 1000)
-    j = JO.open_journal(store, "big")
+    j = jn.Journal.begin(store, "big")
     JO.delete_file(j, seg[0])
     JO.install_file(j, seg[1], staged)
     JO.write_range(j, seg[2], 8 << 20, zeros=40 << 20)
-    JO.committed(j)
+    j.commit()
     assert not seg[0].exists() and seg[1].stat().st_size == 1000
     tracemalloc.start()
     jn.undo(store)
@@ -153,9 +153,9 @@ def test_undo_of_big_files_streams_with_flat_memory(store):
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in seg} == before
     assert peak < 8 << 20, peak
     # a damaged saved copy: refused before the target changes
-    j = JO.open_journal(store, "big2")
+    j = jn.Journal.begin(store, "big2")
     JO.write_range(j, seg[2], 0, zeros=4 << 20)
-    JO.committed(j)
+    j.commit()
     damaged = next((j.dir / "files").iterdir())
     with open(damaged, "r+b") as f:
         f.write(b"\xff")

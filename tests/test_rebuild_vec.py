@@ -263,7 +263,9 @@ def test_put_many_equals_put(tmp_path_factory, steps, q0, cuts, stream):
 # -- end to end: batch path vs per-record path --------------------------------------------------------
 
 def _staged(root: Path, what: str, conf, *, legacy: bool, tmp: Path) -> dict:
-    from rmqctl.repair import recover as R
+    """legacy: the records decoded one by one by CommitLog.records (FileWalk) and fed to the builders
+    record by record (the path --engine spark streams into); else the batch kernel and dispatch."""
+    from rmqctl.repair import rebuild as RB
     from rmqctl.store.commitlog import CommitLog
     from rmqctl.store.config import StoreConfig
     from rmqctl.store.layout import Store
@@ -272,15 +274,8 @@ def _staged(root: Path, what: str, conf, *, legacy: bool, tmp: Path) -> dict:
     store = Store.open(root, cfg)
     staging = tmp / ("legacy" if legacy else "vec") / what
     staging.mkdir(parents=True)
-    if legacy:
-        class PerRecord(CommitLog):
-            pass
-        old, R.CommitLog = R.CommitLog, PerRecord
-    try:
-        ctx = R.analyze_rebuild(store, what, staging)
-    finally:
-        if legacy:
-            R.CommitLog = old
+    records = (lambda walk: CommitLog(store).records(walk=walk)) if legacy else None
+    ctx = RB.analyze_rebuild(store, what, staging, records=records)
     out = {}
     for a in ctx.plan.actions:
         if a.kind in ("write_file", "create_file"):
@@ -371,7 +366,7 @@ def test_last_nonzero_equals_the_kernel_helper(tmp_path, layout):
     """recover's fast _last_nonzero (SEEK_DATA/SEEK_HOLE + numpy) gives scan.last_nonzero's answer."""
     import os
 
-    from rmqctl.repair.recover import _last_nonzero
+    from rmqctl.repair.sparse import last_nonzero as _last_nonzero
     from rmqctl.scan import last_nonzero
 
     p = tmp_path / "f"
@@ -428,9 +423,9 @@ def test_hash_ranges_both_layouts_equal_java_hash(lengths):
 
 
 def test_same_file_skips_common_holes_only(tmp_path):
-    """recover._same_file: equal where both are holes, differences in data anywhere are found, a hole
+    """sparse.same_file: equal where both are holes, differences in data anywhere are found, a hole
     equals written zeros."""
-    from rmqctl.repair.recover import _same_file
+    from rmqctl.repair.sparse import same_file as _same_file
 
     size = 24 << 20
 

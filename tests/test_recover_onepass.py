@@ -39,6 +39,7 @@ FAULTS = {
 
 def _plan(root: Path, conf: Path, tmp: Path, speculate: bool, mode: str) -> dict:
     from rmqctl.repair import recover as R
+    from rmqctl.repair import speculation
     from rmqctl.store.config import StoreConfig
     from rmqctl.store.layout import Store
 
@@ -46,11 +47,11 @@ def _plan(root: Path, conf: Path, tmp: Path, speculate: bool, mode: str) -> dict
     store = Store.open(root, cfg)
     staging = tmp / ("spec" if speculate else "two")
     staging.mkdir()
-    old, R._SPECULATE = R._SPECULATE, speculate
+    old, speculation.SPECULATE = speculation.SPECULATE, speculate
     try:
         ctx = R.analyze(store, R.Options(on_corruption=mode), staging)
     finally:
-        R._SPECULATE = old
+        speculation.SPECULATE = old
     out = ctx.plan.to_json()
     for a, j in zip(ctx.plan.actions, out["actions"]):
         if a.kind in ("write_file", "create_file"):

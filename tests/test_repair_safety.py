@@ -15,8 +15,9 @@ import faultlib as F
 from faultlib import tree_hashes
 from conftest import FIXTURES, run_cli
 from rmqctl.errors import IOFailure
-from rmqctl.repair import journal as jn
-from rmqctl.repair import journal_ops as JO
+from rmqctl.journal import core as jn
+from rmqctl.journal import ops as JO
+from rmqctl.journal import undo as journal_undo
 from rmqctl.store import ownership as OWN
 
 NOBODY = 65534
@@ -114,7 +115,7 @@ def truncated(tmp_path):
 def test_undo_checks_free_space_first(truncated, monkeypatch):
     store, seg, orig = truncated
     cut = seg.read_bytes()
-    monkeypatch.setattr(jn, "free_space", lambda p: 1 << 20)
+    monkeypatch.setattr(journal_undo, "free_space", lambda p: 1 << 20)
     with pytest.raises(IOFailure) as ei:
         jn.undo(store)
     msg = str(ei.value)
@@ -161,10 +162,10 @@ def test_undo_puts_hard_linked_segments_back_without_copying(tmp_path, monkeypat
     seg = store / "commitlog" / "00000000000000000000"
     seg.write_bytes(os.urandom(1 << 20))
     ino, data = seg.stat().st_ino, seg.read_bytes()
-    j = JO.open_journal(store, "recover")
+    j = jn.Journal.begin(store, "recover")
     JO.delete_file(j, seg)
-    JO.committed(j)
-    monkeypatch.setattr(jn, "free_space", lambda p: 0)
+    j.commit()
+    monkeypatch.setattr(journal_undo, "free_space", lambda p: 0)
     jn.undo(store)
     assert seg.read_bytes() == data and seg.stat().st_ino == ino
 

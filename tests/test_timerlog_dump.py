@@ -64,7 +64,7 @@ def test_timerlog_end_after_a_blank_is_the_file_end(tmp_path, file_size, n):
     the wrote position to the file end; otherwise it is the end of the last unit."""
     from types import SimpleNamespace
 
-    from rmqctl.repair.recover import _timerlog_end
+    from rmqctl.repair.timer_plan import timerlog_end as _timerlog_end
 
     d = tmp_path / "store" / "timerlog"
     positions = _write_timerlog(d, file_size, n)

@@ -20,11 +20,47 @@ from rmqctl import scan
 from rmqctl.check import commitlog as clc
 from rmqctl.check.consumequeue import QueueResult
 from rmqctl.check import consumequeue as cqc
-from rmqctl.check.commitlog import (ERROR, FileResult, Finding, QueueTrack, _classify_end, _CqReader,
-                                    _props_problem, _tags_fast, _utf8_ok)
+from rmqctl.check.commitlog import ERROR, FileResult, Finding, QueueTrack
+from rmqctl.check.commitlog_batch import props_problem as _props_problem
+from rmqctl.check.commitlog_batch import utf8_ok as _utf8_ok
+from rmqctl.check.commitlog_end import classify_end as _classify_end
+from rmqctl.check.cq_units import CqReader as _CqReader
 from rmqctl.dispatch import SCHEDULE_TOPIC, lmq_targets, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.index import java_string_hash
+
+
+# -- reference implementations the batch code is checked against (moved here from rmqctl.check) ------------
+
+def _tags_fast(praw: bytes):
+    """TAGS without parsing every property: valid only when "TAGS\x01" occurs once, at a segment
+    start; otherwise None (the caller falls back to the full parse, which mirrors Java exactly)."""
+    i = praw.find(b"TAGS\x01")
+    if i < 0:
+        return ""
+    if (i and praw[i - 1] != 2) or praw.find(b"TAGS\x01", i + 5) >= 0:
+        return None
+    j = praw.find(b"\x02", i + 5)
+    v = praw[i + 5:] if j < 0 else praw[i + 5:j]
+    try:
+        return v.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _iter_units(path: Path, n_units: int):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        i = 0
+        while i < n_units:
+            data = os.pread(fd, min(65536, n_units - i) * 20, i * 20)
+            k = len(data) // 20
+            if k == 0:
+                return
+            yield from struct.iter_unpack(">qiq", data[:k * 20])
+            i += k
+    finally:
+        os.close(fd)
 
 
 def reference_scan_file(ctx, path, start, size):
@@ -406,7 +442,7 @@ def reference_check_queue(root: Path, topic: str, qid: int, cq_file_size: int, t
     for fi, f in enumerate(fq.files):
         base = f.start // 20
         n_units = min(f.size, cq_file_size) // 20
-        for i, (phys, size, tags) in enumerate(cqc._iter_units(f.path, n_units)):
+        for i, (phys, size, tags) in enumerate(_iter_units(f.path, n_units)):
             q = base + i
             valid = phys >= 0 and size > 0
             if not valid:

@@ -1,4 +1,5 @@
-"""config/*.json checks: what the broker's loader will do with each file (main vs .bak, §6.2), and
+"""config/*.json checks: what the broker's loader will do with each file (main vs .bak, docs/recovery.md
+"Config files and .bak"), and
 whether the loaded content agrees with the store (consumer/delay offsets within each queue's
 [min, max], topics and groups that exist). Loading semantics come from rmqctl.config.files."""
 from __future__ import annotations

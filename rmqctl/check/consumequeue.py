@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
+from rmqctl.formats.consumequeue import UNIT_SIZE
 from rmqctl.store import rules
 from rmqctl.store.files import FileQueue, open_read
 
@@ -32,24 +33,9 @@ class QueueResult:
 
 
 def unit_location(directory: Path, cq_file_size: int, q: int) -> tuple[str, int]:
-    byte = q * 20
+    byte = q * UNIT_SIZE
     fstart = byte - byte % cq_file_size
     return str(directory / f"{fstart:020d}"), byte - fstart
-
-
-def _iter_units(path: Path, n_units: int):
-    fd = open_read(path)
-    try:
-        i = 0
-        while i < n_units:
-            data = os.pread(fd, min(CHUNK, n_units - i) * 20, i * 20)
-            k = len(data) // 20
-            if k == 0:
-                return
-            yield from UNIT.iter_unpack(data[:k * 20])
-            i += k
-    finally:
-        os.close(fd)
 
 
 def _unit_chunks(path: Path, n_units: int):
@@ -64,8 +50,8 @@ def _unit_chunks(path: Path, n_units: int):
     try:
         i = 0
         while i < n_units:
-            data = os.pread(fd, min(CHUNK, n_units - i) * 20, i * 20)
-            k = len(data) // 20
+            data = os.pread(fd, min(CHUNK, n_units - i) * UNIT_SIZE, i * UNIT_SIZE)
+            k = len(data) // UNIT_SIZE
             if k == 0:
                 return
             u = np.frombuffer(data, dt, k)
@@ -103,143 +89,178 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
     """One consume queue. `track` is the merged QueueTrack of the commitlog pass (None if no record of
     this queue was seen); cl_min/cl_end the commitlog's min offset and end of the last valid record;
     cl_gaps the [start, end) ranges of missing commitlog files (F08)."""
-    import numpy as np
     d = root / "consumequeue" / topic / str(qid)
     fq = FileQueue.scan(d, root=root)
     check_queue_files(fq, cq_file_size, findings)
-    res = QueueResult()
-    first_rec_q = track.first_q if track else None
-    last_rec_q = track.last_q if track else None
-    ended_at = None         # logical offset of the first invalid unit
-    hole_reported = False
-    ahead_first, ahead_n = None, 0
-    orphan_first, orphan_n = None, 0
-    seen_real = False
-    gap_first = None
+    walk = _UnitWalk(track, cl_min, cl_end, cl_gaps if commitlog_scanned else None, findings)
     for fi, f in enumerate(fq.files):
-        base = f.start // 20
-        n_units = min(f.size, cq_file_size) // 20
+        base = f.start // UNIT_SIZE
+        n_units = min(f.size, cq_file_size) // UNIT_SIZE
         # a chunk at a time as arrays; the rules are those of a walk over the units in order
         for i0, phys, size, tags in _unit_chunks(f.path, n_units):
-            m = len(phys)
-            q0 = base + i0
-            valid = (phys >= 0) & (size > 0)
-            if ended_at is None:
-                cut = m if valid.all() else int(np.argmin(valid))
-                if cut < m:
-                    ended_at = q0 + cut
-            else:
-                cut = 0
-            hole = None
-            if cut < m and not hole_reported:
-                # a valid-looking unit after the queue ended (an invalid unit): the broker stops at the hole
-                after = np.flatnonzero(valid[cut:])
-                if len(after):
-                    k = cut + int(after[0])
-                    hole_reported = True
-                    hole = Finding(ERROR, "cq.hole", str(f.path), (i0 + k) * 20, f"no unit after offset {ended_at}",
-                                   f"unit (phys {int(phys[k])}, size {int(size[k])})",
-                                   f"valid-looking unit after an invalid one at queue offset {ended_at}: "
-                                   f"the broker's recovery ends the queue at the hole")
-            if cut:
-                ph, sz, tg = phys[:cut], size[:cut], tags[:cut]
-                pre = (sz == PRE_BLANK_SIZE) & (ph == 0) & (tg == 0)
-                real = np.flatnonzero(~pre)
-                first_real = int(real[0]) if len(real) else None
-                if pre.any():
-                    pk = np.flatnonzero(pre)
-                    for k in pk.tolist():
-                        if seen_real or fi != 0 or (first_real is not None and first_real < k):
-                            findings.append(Finding(ERROR, "cq.pre_blank", str(f.path), (i0 + k) * 20,
-                                                    "a message unit", "pre-blank unit (0, 2147483647, 0)",
-                                                    "pre-blank units belong only before the first unit of the "
-                                                    "first file"))
-                    last_pre = int(pk[-1])
-                else:
-                    last_pre = None
-                # min_valid is set by each pre-blank unit (q + 1) and by the queue's first real unit (q): the
-                # last of those in order wins
-                ev_real = first_real if not seen_real else None
-                if last_pre is not None and (ev_real is None or last_pre > ev_real):
-                    res.min_valid = q0 + last_pre + 1
-                elif ev_real is not None:
-                    res.min_valid = q0 + ev_real
-                if first_real is not None:
-                    seen_real = True
-                    lr = int(real[-1])
-                    res.max_phys_end = int(ph[lr]) + int(sz[lr])
-                    res.valid_end = q0 + lr + 1
-                    if commitlog_scanned:
-                        rp, rs = ph[real], sz[real]
-                        rq = q0 + real
-                        if cl_gaps and gap_first is None:
-                            ing = np.zeros(len(real), bool)
-                            for g0, g1 in cl_gaps:
-                                ing |= (rp >= g0) & (rp < g1)
-                            if ing.any():
-                                k = int(np.argmax(ing))
-                                pv = int(rp[k])
-                                g0, g1 = next((g0, g1) for g0, g1 in cl_gaps if g0 <= pv < g1)
-                                gap_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), pv, g0, g1)
-                        judge = rp + rs > cl_min     # else: a message in a deleted (expired) commitlog file
-                        if first_rec_q is not None:
-                            # else: compared with its record by the commitlog pass
-                            judge &= (rq < first_rec_q) | (rq > last_rec_q)
-                        ahead = judge & (rp >= cl_end)
-                        orphan = judge & (rp < cl_end)
-                        if ahead.any():
-                            k = int(np.argmax(ahead))
-                            ahead_n += int(ahead.sum())
-                            if ahead_first is None:
-                                ahead_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), int(rp[k]))
-                        if orphan.any():
-                            k = int(np.argmax(orphan))
-                            orphan_n += int(orphan.sum())
-                            if orphan_first is None:
-                                orphan_first = (str(f.path), (i0 + int(real[k])) * 20, int(rq[k]), int(rp[k]))
-            if hole is not None:     # after the units before it, in file order
-                findings.append(hole)
-    if ahead_first:
-        p, pos, q, phys = ahead_first
-        findings.append(Finding(ERROR, "cq.ahead", p, pos, f"physical offset < {cl_end} (commitlog end)",
-                                phys, f"{ahead_n} unit(s) from queue offset {q} point past the end of the "
-                                f"commitlog (CQ ahead): consumers would read messages that do not exist"))
-    if gap_first:
-        p, pos, q, phys, g0, g1 = gap_first
-        findings.append(Finding(ERROR, "cq.points_into_gap", p, pos, "a unit pointing at an existing commitlog file",
-                                f"physical offset {phys} in the missing range [{g0}, {g1})",
-                                f"queue offset {q} and following units reference a missing commitlog file"))
-    if orphan_first:
-        p, pos, q, phys = orphan_first
-        findings.append(Finding(ERROR, "cq.orphan_unit", p, pos, f"a record of {topic}:{qid} at queue offset {q}",
-                                f"physical offset {phys}",
-                                f"{orphan_n} unit(s) point into the commitlog where no record of this queue "
-                                f"has this queue offset"))
+            walk.chunk(str(f.path), fi == 0, i0, base + i0, phys, size, tags)
+    walk.report(topic, qid)
     if track is not None and commitlog_scanned:
-        if track.first_missing:
-            phys, q = track.first_missing
-            p, pos = unit_location(d, cq_file_size, q)
-            behind = q >= res.valid_end
-            findings.append(Finding(
-                ERROR, "cq.behind" if behind else "cq.missing_unit", p, pos,
-                f"unit for commitlog offset {phys} (queue offset {q})",
-                f"queue ends at offset {res.valid_end}" if behind else "no valid unit",
-                f"{track.missing} message(s) in the commitlog are not in this consume queue"
-                + (" (undispatched tail): the broker re-dispatches them only in abnormal recovery"
-                   if behind else "")))
-        if track.first_mismatch:
-            q, exp, act = track.first_mismatch
-            p, pos = unit_location(d, cq_file_size, q)
-            findings.append(Finding(
-                ERROR, "cq.unit_mismatch", p, pos, f"(phys {exp[0]}, size {exp[1]}, tags {exp[2]})",
-                f"(phys {act[0]}, size {act[1]}, tags {act[2]})",
-                f"{track.mismatches} unit(s) disagree with the commitlog record at their queue offset"))
-        if track.first_gap:
-            phys, want, got = track.first_gap
-            findings.append(Finding(
-                ERROR, "commitlog.queue_offset_gap", str(root / "commitlog"), phys, want, got,
-                f"{track.gaps} jump(s) in QUEUEOFFSET of {topic}:{qid} ('logic queue order maybe wrong')"))
-    return res
+        _track_findings(root, d, cq_file_size, track, walk.res, topic, qid, findings)
+    return walk.res
+
+
+class _UnitWalk:
+    """The walk over one queue's units, a chunk of arrays at a time: where the queue ends (first invalid
+    unit) and a valid-looking unit after it (hole), pre-blank units, the queue's extent (QueueResult), and
+    -- when the commitlog was scanned -- units pointing past its end, into a missing file, or at no record."""
+
+    def __init__(self, track, cl_min: int, cl_end: int, cl_gaps, findings: list):
+        self.res = QueueResult()
+        self.findings = findings
+        self.cl_min, self.cl_end = cl_min, cl_end
+        self.cl_gaps = cl_gaps                  # None: the commitlog was not scanned
+        self.first_rec_q = track.first_q if track else None
+        self.last_rec_q = track.last_q if track else None
+        self.ended_at = None                    # logical offset of the first invalid unit
+        self.hole_reported = False
+        self.seen_real = False
+        self.ahead_first, self.ahead_n = None, 0
+        self.orphan_first, self.orphan_n = None, 0
+        self.gap_first = None
+
+    def chunk(self, path: str, first_file: bool, i0: int, q0: int, phys, size, tags) -> None:
+        import numpy as np
+
+        m = len(phys)
+        valid = (phys >= 0) & (size > 0)
+        if self.ended_at is None:
+            cut = m if valid.all() else int(np.argmin(valid))
+            if cut < m:
+                self.ended_at = q0 + cut
+        else:
+            cut = 0
+        hole = None
+        if cut < m and not self.hole_reported:
+            # a valid-looking unit after the queue ended (an invalid unit): the broker stops at the hole
+            after = np.flatnonzero(valid[cut:])
+            if len(after):
+                k = cut + int(after[0])
+                self.hole_reported = True
+                hole = Finding(ERROR, "cq.hole", path, (i0 + k) * UNIT_SIZE, f"no unit after offset {self.ended_at}",
+                               f"unit (phys {int(phys[k])}, size {int(size[k])})",
+                               f"valid-looking unit after an invalid one at queue offset {self.ended_at}: "
+                               f"the broker's recovery ends the queue at the hole")
+        if cut:
+            self._valid_units(path, first_file, i0, q0, phys[:cut], size[:cut], tags[:cut])
+        if hole is not None:     # after the units before it, in file order
+            self.findings.append(hole)
+
+    def _valid_units(self, path, first_file, i0, q0, ph, sz, tg) -> None:
+        import numpy as np
+
+        pre = (sz == PRE_BLANK_SIZE) & (ph == 0) & (tg == 0)
+        real = np.flatnonzero(~pre)
+        first_real = int(real[0]) if len(real) else None
+        last_pre = None
+        if pre.any():
+            pk = np.flatnonzero(pre)
+            for k in pk.tolist():
+                if self.seen_real or not first_file or (first_real is not None and first_real < k):
+                    self.findings.append(Finding(ERROR, "cq.pre_blank", path, (i0 + k) * UNIT_SIZE,
+                                                 "a message unit", "pre-blank unit (0, 2147483647, 0)",
+                                                 "pre-blank units belong only before the first unit of the "
+                                                 "first file"))
+            last_pre = int(pk[-1])
+        # min_valid is set by each pre-blank unit (q + 1) and by the queue's first real unit (q): the
+        # last of those in order wins
+        ev_real = first_real if not self.seen_real else None
+        if last_pre is not None and (ev_real is None or last_pre > ev_real):
+            self.res.min_valid = q0 + last_pre + 1
+        elif ev_real is not None:
+            self.res.min_valid = q0 + ev_real
+        if first_real is None:
+            return
+        self.seen_real = True
+        lr = int(real[-1])
+        self.res.max_phys_end = int(ph[lr]) + int(sz[lr])
+        self.res.valid_end = q0 + lr + 1
+        if self.cl_gaps is not None:
+            self._against_commitlog(path, i0, real, ph[real], sz[real], q0 + real)
+
+    def _against_commitlog(self, path, i0, real, rp, rs, rq) -> None:
+        """Units into a missing commitlog file; units a record of this queue cannot explain: past the
+        commitlog's end (ahead) or inside it (orphan). Units the commitlog pass compared are skipped."""
+        import numpy as np
+
+        if self.cl_gaps and self.gap_first is None:
+            ing = np.zeros(len(real), bool)
+            for g0, g1 in self.cl_gaps:
+                ing |= (rp >= g0) & (rp < g1)
+            if ing.any():
+                k = int(np.argmax(ing))
+                pv = int(rp[k])
+                g0, g1 = next((g0, g1) for g0, g1 in self.cl_gaps if g0 <= pv < g1)
+                self.gap_first = (path, (i0 + int(real[k])) * UNIT_SIZE, int(rq[k]), pv, g0, g1)
+        judge = rp + rs > self.cl_min     # else: a message in a deleted (expired) commitlog file
+        if self.first_rec_q is not None:
+            # else: compared with its record by the commitlog pass
+            judge &= (rq < self.first_rec_q) | (rq > self.last_rec_q)
+        ahead = judge & (rp >= self.cl_end)
+        orphan = judge & (rp < self.cl_end)
+        if ahead.any():
+            k = int(np.argmax(ahead))
+            self.ahead_n += int(ahead.sum())
+            if self.ahead_first is None:
+                self.ahead_first = (path, (i0 + int(real[k])) * UNIT_SIZE, int(rq[k]), int(rp[k]))
+        if orphan.any():
+            k = int(np.argmax(orphan))
+            self.orphan_n += int(orphan.sum())
+            if self.orphan_first is None:
+                self.orphan_first = (path, (i0 + int(real[k])) * UNIT_SIZE, int(rq[k]), int(rp[k]))
+
+    def report(self, topic: str, qid: int) -> None:
+        findings, cl_end = self.findings, self.cl_end
+        if self.ahead_first:
+            p, pos, q, phys = self.ahead_first
+            findings.append(Finding(ERROR, "cq.ahead", p, pos, f"physical offset < {cl_end} (commitlog end)",
+                                    phys, f"{self.ahead_n} unit(s) from queue offset {q} point past the end of the "
+                                    f"commitlog (CQ ahead): consumers would read messages that do not exist"))
+        if self.gap_first:
+            p, pos, q, phys, g0, g1 = self.gap_first
+            findings.append(Finding(ERROR, "cq.points_into_gap", p, pos,
+                                    "a unit pointing at an existing commitlog file",
+                                    f"physical offset {phys} in the missing range [{g0}, {g1})",
+                                    f"queue offset {q} and following units reference a missing commitlog file"))
+        if self.orphan_first:
+            p, pos, q, phys = self.orphan_first
+            findings.append(Finding(ERROR, "cq.orphan_unit", p, pos, f"a record of {topic}:{qid} at queue offset {q}",
+                                    f"physical offset {phys}",
+                                    f"{self.orphan_n} unit(s) point into the commitlog where no record of this "
+                                    f"queue has this queue offset"))
+
+
+def _track_findings(root: Path, d: Path, cq_file_size: int, track, res: QueueResult, topic: str, qid: int,
+                    findings: list) -> None:
+    """What the commitlog pass found for this queue: records with no unit, units that disagree, jumps."""
+    if track.first_missing:
+        phys, q = track.first_missing
+        p, pos = unit_location(d, cq_file_size, q)
+        behind = q >= res.valid_end
+        findings.append(Finding(
+            ERROR, "cq.behind" if behind else "cq.missing_unit", p, pos,
+            f"unit for commitlog offset {phys} (queue offset {q})",
+            f"queue ends at offset {res.valid_end}" if behind else "no valid unit",
+            f"{track.missing} message(s) in the commitlog are not in this consume queue"
+            + (" (undispatched tail): the broker re-dispatches them only in abnormal recovery"
+               if behind else "")))
+    if track.first_mismatch:
+        q, exp, act = track.first_mismatch
+        p, pos = unit_location(d, cq_file_size, q)
+        findings.append(Finding(
+            ERROR, "cq.unit_mismatch", p, pos, f"(phys {exp[0]}, size {exp[1]}, tags {exp[2]})",
+            f"(phys {act[0]}, size {act[1]}, tags {act[2]})",
+            f"{track.mismatches} unit(s) disagree with the commitlog record at their queue offset"))
+    if track.first_gap:
+        phys, want, got = track.first_gap
+        findings.append(Finding(
+            ERROR, "commitlog.queue_offset_gap", str(root / "commitlog"), phys, want, got,
+            f"{track.gaps} jump(s) in QUEUEOFFSET of {topic}:{qid} ('logic queue order maybe wrong')"))
 
 
 def check_batch_queue(root: Path, topic: str, qid: int, file_size: int, cl_end: int, findings: list) -> None:
@@ -290,7 +311,7 @@ def check_queue_ext(root: Path, topic: str, qid: int, cq_file_size: int, ext_fil
     bad = mism = 0
     first_bad = first_mism = None
     for f in FileQueue.scan(d).files:
-        for i0, phys, size, tags in _unit_chunks(f.path, min(f.size, cq_file_size) // 20):
+        for i0, phys, size, tags in _unit_chunks(f.path, min(f.size, cq_file_size) // UNIT_SIZE):
             for k in ((tags <= extf.MAX_ADDR) & (phys >= 0) & (size > 0) & (phys < cl_end)).nonzero()[0].tolist():
                 off = int(tags[k]) - extf.ADDR_BASE
                 start = off - off % ext_file_size
@@ -303,7 +324,7 @@ def check_queue_ext(root: Path, topic: str, qid: int, cq_file_size: int, ext_fil
                     except OSError:
                         cache[start] = b""
                 data, pos = cache[start], off - start
-                where = (str(f.path), (i0 + k) * 20)
+                where = (str(f.path), (i0 + k) * UNIT_SIZE)
                 u = head.unpack_from(data, pos) if pos + head.size <= len(data) else None
                 if u is None or u[0] < extf.MIN_EXT_UNIT_SIZE or u[3] < 0 or u[0] != head.size + u[3] \
                         or pos + u[0] > len(data):

@@ -1,4 +1,5 @@
-"""Index-file checks (§4): size, header vs items, slot chains, items vs messages, timeDiff.
+"""Index-file checks (docs/store-format.md, "Index files"): size, header vs items, slot chains, items vs
+messages, timeDiff.
 
 Chains: the broker always links a new item to an OLDER one (preIndexNo < own number), so "every
 item's preIndexNo is 0 or smaller than its own number" proves every chain finite -- a cycle is
@@ -11,15 +12,16 @@ checked against the commitlog: a valid record there whose topic#key hashes to th
 from __future__ import annotations
 
 import os
-import struct
 
+from rmqctl import writers
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
 from rmqctl.dispatch import index_keys
 from rmqctl.formats import index as ixf
+from rmqctl.formats._derive import field_names, numpy_dtype
 from rmqctl.store.files import open_read
 
-HEADER = struct.Struct(">qqqqii")
-ITEM = struct.Struct(">iqii")
+HEADER = writers.INDEX_HEADER     # derived from formats.index.IndexHeader / IndexItem
+ITEM = writers.INDEX_ITEM
 BATCH = 65536
 
 
@@ -27,8 +29,6 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                      cl_min: int = 0, cl_end: int | None = None, sample: int = 64, is_last: bool = False,
                      checkpoint=None, broker_version: tuple | None = None) -> dict:
     """Returns the header as a dict (for the caller's cross-checks)."""
-    import numpy as np
-
     p = str(path)
     size = os.stat(path).st_size
     expected = ixf.file_size(hash_slot_num, index_num)
@@ -44,111 +44,149 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
             data = os.pread(fd, n, pos)
             return data.ljust(n, b"\0")
 
-        begin_ts, end_ts, begin_phy, end_phy, slot_count, count = HEADER.unpack(pread(40, 0))
-        hdr = dict(begin_timestamp=begin_ts, end_timestamp=end_ts, begin_phy_offset=begin_phy,
-                   end_phy_offset=end_phy, hash_slot_count=slot_count, index_count=count)
+        hdr = dict(zip(field_names(ixf.IndexHeader), HEADER.unpack(pread(ixf.HEADER_SIZE, 0))))
+        count = hdr["index_count"]
         if count <= 0 or count > index_num:
             findings.append(Finding(ERROR, "index.index_count", p, 36, f"1..{index_num}", count,
                                     "header indexCount out of range"))
             return hdr
-        if count > 1 and end_ts < begin_ts:
-            findings.append(Finding(ERROR, "index.header_time", p, 8, f">= {begin_ts}", end_ts,
-                                    "endTimestamp before beginTimestamp"))
-        # slots
-        slots_end = ixf.HEADER_SIZE + 4 * hash_slot_num
-        slots = np.frombuffer(pread(4 * hash_slot_num, ixf.HEADER_SIZE), dtype=">i4")
-        nonempty = int(np.count_nonzero(slots > 0))
-        bad = np.nonzero((slots < 0) | (slots >= count))[0]
-        if bad.size:
-            s = int(bad[0])
-            findings.append(Finding(ERROR, "index.slot_range", p, ixf.HEADER_SIZE + 4 * s, f"0..{count - 1}",
-                                    int(slots[s]), f"{bad.size} slot(s) hold item numbers outside the file"))
-        _check_slot_count(p, nonempty, slot_count, count, broker_version, findings)
-        # items, streaming
-        slot_of = np.zeros(count, dtype=np.int32)
-        cycle_reported = bucket_reported = time_reported = phy_reported = False
-        last_phy = None
-        n = 1
-        while n < count:
-            k = min(BATCH, count - n)
-            raw = pread(k * 20, slots_end + 20 * n)
-            a = np.frombuffer(raw, dtype=np.dtype([("h", ">i4"), ("phy", ">i8"), ("td", ">i4"), ("pre", ">i4")]))
-            nums = np.arange(n, n + k)
-            slot_of[n:n + k] = a["h"].astype(np.int64) % hash_slot_num
-            bad = np.nonzero((a["pre"] < 0) | (a["pre"] >= nums))[0]
-            if bad.size and not cycle_reported:
-                cycle_reported = True
-                i = int(bad[0])
-                findings.append(Finding(ERROR, "index.chain_cycle", p, slots_end + 20 * (n + i),
-                                        f"preIndexNo < {n + i}", int(a["pre"][i]),
-                                        "prevIndex points at the same or a newer item: the chain loops"))
-            okpre = (a["pre"] > 0) & (a["pre"] < nums)
-            if okpre.any() and not bucket_reported:
-                pre = a["pre"][okpre]
-                mism = np.nonzero(slot_of[pre] != slot_of[nums[okpre]])[0]
-                if mism.size:
-                    bucket_reported = True
-                    i = int(nums[okpre][mism[0]])
-                    findings.append(Finding(ERROR, "index.chain_bucket", p, slots_end + 20 * i,
-                                            f"slot {int(slot_of[i])}", f"slot {int(slot_of[int(pre[mism[0]])])}",
-                                            "prevIndex links into another hash bucket"))
-            if not time_reported:
-                # item 1's timeDiff is relative to the previous file's end (§4.5): check items >= 2
-                td = a["td"][nums >= 2]
-                limit = (end_ts - begin_ts) // 1000 if begin_ts > 0 else 0
-                badt = np.nonzero((td < 0) | (td > max(limit, 0)))[0]
-                if badt.size:
-                    time_reported = True
-                    i = int(nums[nums >= 2][badt[0]])
-                    findings.append(Finding(ERROR, "index.time_diff", p, slots_end + 20 * i + 12,
-                                            f"0..{limit}", int(td[badt[0]]),
-                                            "timeDiff outside [0, (endTimestamp - beginTimestamp)/1000]"))
-            phys = a["phy"]
-            if not phy_reported:
-                prev = np.concatenate(([last_phy if last_phy is not None else phys[0]], phys[:-1]))
-                badp = np.nonzero(phys < prev)[0]
-                if badp.size:
-                    phy_reported = True
-                    i = n + int(badp[0])
-                    findings.append(Finding(ERROR, "index.phy_order", p, slots_end + 20 * i + 4,
-                                            f">= {int(prev[badp[0]])}", int(phys[badp[0]]),
-                                            "items are not in commitlog order"))
-            last_phy = int(phys[-1])
-            n += k
-        # slot heads must hash to their slot
-        heads = np.nonzero(slots > 0)[0]
-        if heads.size:
-            items_ok = slots[heads] < count
-            h2 = heads[items_ok]
-            wrong = np.nonzero(slot_of[slots[h2]] != h2)[0]
-            if wrong.size:
-                s = int(h2[wrong[0]])
-                findings.append(Finding(ERROR, "index.slot_hash", p, ixf.HEADER_SIZE + 4 * s, f"slot {s}",
-                                        f"item {int(slots[s])} in slot {int(slot_of[slots[s]])}",
-                                        f"{wrong.size} slot(s) point at items whose keyHash belongs elsewhere"))
+        if count > 1 and hdr["end_timestamp"] < hdr["begin_timestamp"]:
+            findings.append(Finding(ERROR, "index.header_time", p, 8, f">= {hdr['begin_timestamp']}",
+                                    hdr["end_timestamp"], "endTimestamp before beginTimestamp"))
+        slots = _check_slots(p, pread, hash_slot_num, hdr, broker_version, findings)
+        slot_of = _check_items(p, pread, hash_slot_num, hdr, findings)
+        _check_slot_heads(p, slots, slot_of, count, findings)
         if count > 1:
-            first = ITEM.unpack(pread(20, slots_end + 20))
-            last = ITEM.unpack(pread(20, slots_end + 20 * (count - 1)))
-            if first[1] != begin_phy:
-                findings.append(Finding(ERROR, "index.header_begin_phy", p, 16, first[1], begin_phy,
-                                        "beginPhyOffset differs from item 1"))
-            if last[1] != end_phy:
-                findings.append(Finding(ERROR, "index.header_end_phy", p, 24, last[1], end_phy,
-                                        "endPhyOffset differs from the last item"))
-            if cl_end is not None and end_phy >= cl_end:
-                findings.append(Finding(ERROR, "index.ahead", p, 24, f"< {cl_end} (commitlog end)", end_phy,
-                                        "index entries point past the end of the commitlog"))
-            if checkpoint is not None and not is_last and checkpoint.index_msg_timestamp and \
-                    end_ts > checkpoint.index_msg_timestamp:
-                findings.append(Finding(WARNING, "index.after_checkpoint", p, 8,
-                                        f"<= {checkpoint.index_msg_timestamp} (checkpoint indexMsgTimestamp)",
-                                        end_ts, "after an abnormal shutdown the broker DELETES this full "
-                                        "index file (IndexService.load)"))
+            _check_header_against_items(p, pread, hash_slot_num, hdr, findings, cl_end=cl_end, is_last=is_last,
+                                        checkpoint=checkpoint)
             if commitlog is not None and sample:
-                _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end, findings)
+                _sample_items(p, pread, ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num, count, sample, commitlog,
+                              cl_min, cl_end, findings)
         return hdr
     finally:
         os.close(fd)
+
+
+def _check_slots(p, pread, hash_slot_num: int, hdr: dict, broker_version, findings: list):
+    """Slot values are item numbers inside the file; hashSlotCount as the broker version counts it."""
+    import numpy as np
+
+    count = hdr["index_count"]
+    slots = np.frombuffer(pread(ixf.SLOT_SIZE * hash_slot_num, ixf.HEADER_SIZE), dtype=">i4")
+    nonempty = int(np.count_nonzero(slots > 0))
+    bad = np.nonzero((slots < 0) | (slots >= count))[0]
+    if bad.size:
+        s = int(bad[0])
+        findings.append(Finding(ERROR, "index.slot_range", p, ixf.HEADER_SIZE + ixf.SLOT_SIZE * s, f"0..{count - 1}",
+                                int(slots[s]), f"{bad.size} slot(s) hold item numbers outside the file"))
+    _check_slot_count(p, nonempty, hdr["hash_slot_count"], count, broker_version, findings)
+    return slots
+
+
+def _check_items(p, pread, hash_slot_num: int, hdr: dict, findings: list):
+    """Every item, BATCH at a time: chains end (preIndexNo older than the item) and stay in their bucket,
+    timeDiff within the header's span, items in commitlog order -- the first of each kind reported.
+    Returns each item's slot number."""
+    import numpy as np
+
+    count = hdr["index_count"]
+    begin_ts, end_ts = hdr["begin_timestamp"], hdr["end_timestamp"]
+    slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
+    item_dtype = numpy_dtype(ixf.IndexItem)
+    slot_of = np.zeros(count, dtype=np.int32)
+    reported: set = set()
+    last_phy = None
+    n = 1
+    while n < count:
+        k = min(BATCH, count - n)
+        a = np.frombuffer(pread(k * ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * n), dtype=item_dtype)
+        pre_no = a["pre_index_no"]
+        nums = np.arange(n, n + k)
+        slot_of[n:n + k] = a["key_hash"].astype(np.int64) % hash_slot_num
+        bad = np.nonzero((pre_no < 0) | (pre_no >= nums))[0]
+        if bad.size and "cycle" not in reported:
+            reported.add("cycle")
+            i = int(bad[0])
+            findings.append(Finding(ERROR, "index.chain_cycle", p, slots_end + ixf.ITEM_SIZE * (n + i),
+                                    f"preIndexNo < {n + i}", int(pre_no[i]),
+                                    "prevIndex points at the same or a newer item: the chain loops"))
+        okpre = (pre_no > 0) & (pre_no < nums)
+        if okpre.any() and "bucket" not in reported:
+            pre = pre_no[okpre]
+            mism = np.nonzero(slot_of[pre] != slot_of[nums[okpre]])[0]
+            if mism.size:
+                reported.add("bucket")
+                i = int(nums[okpre][mism[0]])
+                findings.append(Finding(ERROR, "index.chain_bucket", p, slots_end + ixf.ITEM_SIZE * i,
+                                        f"slot {int(slot_of[i])}", f"slot {int(slot_of[int(pre[mism[0]])])}",
+                                        "prevIndex links into another hash bucket"))
+        if "time" not in reported:
+            # item 1's timeDiff is relative to the previous file's end (docs/store-format.md,
+            # "Slots and items"): check items >= 2
+            td = a["time_diff"][nums >= 2]
+            limit = (end_ts - begin_ts) // 1000 if begin_ts > 0 else 0
+            badt = np.nonzero((td < 0) | (td > max(limit, 0)))[0]
+            if badt.size:
+                reported.add("time")
+                i = int(nums[nums >= 2][badt[0]])
+                findings.append(Finding(ERROR, "index.time_diff", p, slots_end + ixf.ITEM_SIZE * i + 12,
+                                        f"0..{limit}", int(td[badt[0]]),
+                                        "timeDiff outside [0, (endTimestamp - beginTimestamp)/1000]"))
+        phys = a["phy_offset"]
+        if "phy" not in reported:
+            prev = np.concatenate(([last_phy if last_phy is not None else phys[0]], phys[:-1]))
+            badp = np.nonzero(phys < prev)[0]
+            if badp.size:
+                reported.add("phy")
+                i = n + int(badp[0])
+                findings.append(Finding(ERROR, "index.phy_order", p, slots_end + ixf.ITEM_SIZE * i + 4,
+                                        f">= {int(prev[badp[0]])}", int(phys[badp[0]]),
+                                        "items are not in commitlog order"))
+        last_phy = int(phys[-1])
+        n += k
+    return slot_of
+
+
+def _check_slot_heads(p, slots, slot_of, count: int, findings: list) -> None:
+    """A slot's head item must hash to that slot."""
+    import numpy as np
+
+    heads = np.nonzero(slots > 0)[0]
+    if not heads.size:
+        return
+    h2 = heads[slots[heads] < count]
+    wrong = np.nonzero(slot_of[slots[h2]] != h2)[0]
+    if wrong.size:
+        s = int(h2[wrong[0]])
+        findings.append(Finding(ERROR, "index.slot_hash", p, ixf.HEADER_SIZE + ixf.SLOT_SIZE * s, f"slot {s}",
+                                f"item {int(slots[s])} in slot {int(slot_of[slots[s]])}",
+                                f"{wrong.size} slot(s) point at items whose keyHash belongs elsewhere"))
+
+
+def _check_header_against_items(p, pread, hash_slot_num: int, hdr: dict, findings: list, *, cl_end, is_last,
+                                checkpoint) -> None:
+    """begin/endPhyOffset against the first and last item; the end against the commitlog and, after an
+    abnormal shutdown, the checkpoint's indexMsgTimestamp."""
+    slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
+    count, begin_phy, end_phy = hdr["index_count"], hdr["begin_phy_offset"], hdr["end_phy_offset"]
+    end_ts = hdr["end_timestamp"]
+    first = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE))
+    last = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * (count - 1)))
+    if first[1] != begin_phy:
+        findings.append(Finding(ERROR, "index.header_begin_phy", p, 16, first[1], begin_phy,
+                                "beginPhyOffset differs from item 1"))
+    if last[1] != end_phy:
+        findings.append(Finding(ERROR, "index.header_end_phy", p, 24, last[1], end_phy,
+                                "endPhyOffset differs from the last item"))
+    if cl_end is not None and end_phy >= cl_end:
+        findings.append(Finding(ERROR, "index.ahead", p, 24, f"< {cl_end} (commitlog end)", end_phy,
+                                "index entries point past the end of the commitlog"))
+    if checkpoint is not None and not is_last and checkpoint.index_msg_timestamp and \
+            end_ts > checkpoint.index_msg_timestamp:
+        findings.append(Finding(WARNING, "index.after_checkpoint", p, 8,
+                                f"<= {checkpoint.index_msg_timestamp} (checkpoint indexMsgTimestamp)",
+                                end_ts, "after an abnormal shutdown the broker DELETES this full "
+                                "index file (IndexService.load)"))
 
 
 # IndexFile.putKey: up to 4.7.0 hashSlotCount grows with every key; from 4.7.1 (commit a14cf634a5 "fix increase
@@ -186,7 +224,7 @@ def _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end,
     picks = sorted(set(list(range(1, count, step)) + [count - 1]))
     bad_n, first = 0, None
     for n in picks:
-        kh, phy, td, pre = ITEM.unpack(pread(20, slots_end + 20 * n))
+        kh, phy, td, pre = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * n))
         if phy < cl_min or (cl_end is not None and phy >= cl_end):
             continue
         try:
@@ -203,7 +241,7 @@ def _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end,
             first = (n, kh, why)
     if first:
         n, kh, why = first
-        findings.append(Finding(ERROR, "index.item_message", p, slots_end + 20 * n, f"keyHash {kh}", why,
+        findings.append(Finding(ERROR, "index.item_message", p, slots_end + ixf.ITEM_SIZE * n, f"keyHash {kh}", why,
                                 f"{bad_n} of {len(picks)} sampled items do not match their message"))
 
 

@@ -1,4 +1,5 @@
-"""checkpoint, abort, lock, timer and compaction files (§5, §7): values against what exists, and
+"""checkpoint, abort, lock, timer and compaction files (docs/store-format.md, docs/recovery.md): values
+against what exists, and
 what the broker's next start will do."""
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ def _size(n: int) -> str:
 
 
 def predict_recovery(store, findings: list, files: list, ck, cq_max_phys: int) -> dict:
-    """What the next broker start will do (§7): normal or abnormal recovery, from which file.
+    """What the next broker start will do (docs/recovery.md, "The broker's start-up, in order"): normal or
+    abnormal recovery, from which file.
     `files` = [(MappedFile, first_store_ts, first_magic)] in order."""
     abnormal = store.abort_exists
     p = str(store.abort_path if abnormal else store.checkpoint_path)

@@ -102,7 +102,7 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     body = body or ("base64" if as_json else "text")
     verbose = (ctx.find_root().obj or {}).get("verbose", 0)
     if topic is not None and not scan:
-        from rmqctl.store.names import require_named
+        from rmqctl.queue_names import require_named
 
         require_named(store, topic, queue)
 

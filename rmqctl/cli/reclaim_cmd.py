@@ -1,13 +1,12 @@
 """`rmqctl reclaim STORE`: free disk space the way the broker's own expiry would, the plan first."""
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 import click
 
-from rmqctl.errors import ProblemsFound, UsageError
+from rmqctl.errors import UsageError
 from rmqctl.status import Exit
 
 RECLAIM_EXITS = """\b
@@ -104,7 +103,7 @@ def reclaim(store_dir, move_to, delete, force, hours, ignore_reserved_time, conf
       rmqctl reclaim /data/rocketmq/store --delete --force-unconsumed old-group
     """
     from rmqctl import reclaim as RC
-    from rmqctl.cli.recover_cmd import _config, _drop_if_empty, _rollback
+    from rmqctl.cli.recover_cmd import _config, _warn
     from rmqctl.store.layout import Store
 
     if move_to is not None and delete:
@@ -118,57 +117,24 @@ def reclaim(store_dir, move_to, delete, force, hours, ignore_reserved_time, conf
     if not Store.open(root, config).looks_like_store():
         raise UsageError("not a RocketMQ store: no commitlog/, consumequeue/, index/, config/ or checkpoint", path=root)
 
-    def make_plan():
-        return RC.plan(Store.open(root, config), reserved_hours=hours, ignore_reserved_time=ignore_reserved_time,
-                       force_unconsumed=force)
+    from rmqctl.repair import transaction as T
 
-    if move_to is None and not delete:
-        p = make_plan()
+    job = RC.ReclaimJob(reserved_hours=hours, ignore_reserved_time=ignore_reserved_time, force_unconsumed=force,
+                        move_to=move_to, warn=_warn)
+    out = T.run(root, job, config=config, dry_run=move_to is None and not delete, warn=_warn)
+    p = out.planned
+    if out.dry_run:
         _emit(p, as_json, {"applied": False,
                            "apply_with": "--move-to DIR (undoable) or --delete (no copy)" if p.files else None})
         return Exit.OK
-
-    from rmqctl.repair import journal_ops as JO
-    from rmqctl.store.lock import store_write_lock
-    from rmqctl.store.ownership import check_can_keep
-
-    check_can_keep(root)
-    with store_write_lock(root):
-        # the op name says it where `rmqctl undo --list` shows it: a --delete run has nothing to restore
-        j = JO.open_journal(root, "reclaim" if move_to is not None else "reclaim-deleted-no-copy")
-        try:
-            p = make_plan()
-            if p.files and Store.open(root, config).abort_exists:
-                raise ProblemsFound("the store was not shut down cleanly (abort is present): run `rmqctl recover` "
-                                    "first; nothing changed", path=root / "abort")
-            if not p.files:
-                JO.committed(j)
-                _drop_if_empty(j)
-                _emit(p, as_json, {"applied": False})
-                return Exit.OK
-            if move_to is not None:
-                move_to.mkdir(parents=True, exist_ok=True)
-                problems = RC.check_target(root, move_to, p)
-                if problems:
-                    raise ProblemsFound("; ".join(problems) + "; nothing changed", path=move_to)
-                if RC._same_fs(root, move_to):
-                    sys.stderr.write(f"rmqctl: {move_to}: on the same file system as the store: the files are "
-                                     "moved there but no space is freed until DIR is emptied\n")
-            else:
-                sys.stderr.write(f"rmqctl: {root}: deleting {len(p.files)} file(s), {p.bytes} bytes, WITHOUT a "
-                                 "copy: `rmqctl undo` cannot bring them back\n")
-            RC.apply(p, j, move_to=move_to)
-            JO.committed(j)
-        except BaseException as e:
-            _rollback(root, j, e)
-            raise
-        finally:
-            shutil.rmtree(j.dir / "staging", ignore_errors=True)
-    extra = {"applied": True, "journal": str(j.dir)}
-    if j.rolled_back:
-        extra["rolled_back_first"] = ", ".join(j.rolled_back)
+    if not out.applied:
+        _emit(p, as_json, {"applied": False})
+        return Exit.OK
+    extra = {"applied": True, "journal": str(out.journal)}
+    if out.rolled_back:
+        extra["rolled_back_first"] = ", ".join(out.rolled_back)
     if move_to is not None:
-        extra.update({"moved_to": str(move_to), "undo": f"rmqctl undo {root} --op {j.name}"})
+        extra.update({"moved_to": str(move_to), "undo": f"rmqctl undo {root} --op {out.op_name}"})
     else:
         extra["deleted_without_copy"] = True
     _emit(p, as_json, extra)

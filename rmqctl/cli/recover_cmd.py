@@ -1,16 +1,13 @@
 """`rmqctl recover` and `rmqctl rebuild cq|index`: change a store, with a plan, a quarantine and undo."""
 from __future__ import annotations
 
-import errno
-import shutil
 import sys
 from pathlib import Path
 
 import click
 
 from rmqctl.cli.options import require_store
-from rmqctl.errors import IOFailure, RmqError, UsageError
-from rmqctl.status import Exit
+from rmqctl.errors import UsageError
 
 RECOVER_EXITS = """\b
 Exit status:
@@ -62,123 +59,33 @@ def _emit(ctx, as_json: bool, extra: dict, command: str) -> None:
 
 
 def _run(store_dir: str, conf: str | None, dry_run: bool, as_json: bool, op: str, build) -> int:
-    """Shared driver: lock, roll back an op a killed run left unfinished, journal, build the plan in
-    staging, apply, and on any failure roll back what was done so the store is left as it was."""
-    from rmqctl.repair import journal as J
-    from rmqctl.repair import journal_ops as JO
-    from rmqctl.repair import recover as R
-    from rmqctl.store.layout import Store
-    from rmqctl.store.lock import store_write_lock
+    """Parse, call the library's transaction (rmqctl.repair.transaction.run), render."""
+    from rmqctl.repair import transaction as T
 
     root = require_store(store_dir)   # before the lock: nothing may be created in a directory that is not a store
-    config = _config(root, conf)
-    if dry_run:
-        store = Store.open(root, config)
-        total = sum(f.size for f in store.commitlog.files)
-        staging = R.make_staging(None)
-        try:
-            with _progress(total, "planning") as pg:
-                ctx = build(store, staging, pg)
-            _refuse_links(store, ctx)
-            extra = {"dry_run": True}
-            unfinished = [r.name for r in J.list_ops(root) if r.state in ("open", "aborted")]
-            if unfinished:
-                extra["rolled_back_first"] = (", ".join(unfinished) + " (interrupted; a real run rolls it back "
-                                              "first, this plan is of the store as the interruption left it)")
-            _emit(ctx, as_json, extra, op.split("-")[0])
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        if ctx.plan.problems:
-            return Exit.PROBLEMS
-        return Exit.OK if ctx.plan.nothing_to_do else Exit.PROBLEMS
-
-    from rmqctl.store.ownership import check_can_keep
-
-    check_can_keep(root)        # before anything changes: new files must get the store's owner
-    with store_write_lock(root):
-        # the store is read after the rollback: a killed run's changes must not shape the plan
-        settled = J.settle_unfinished(root)
-        store = Store.open(root, config)
-        total = sum(f.size for f in store.commitlog.files)
-        j = JO.open_journal(root, op)
-        j.rolled_back = settled + j.rolled_back
-        staging = j.dir / "staging"
-        try:
-            R.make_staging(staging)
-            with _progress(total, "analysing") as pg:
-                ctx = build(store, staging, pg)
-            _refuse_links(store, ctx)
-            if ctx.plan.problems:
-                JO.aborted(j, "problems: " + "; ".join(ctx.plan.problems))
-                _drop_if_empty(j)
-                _emit(ctx, as_json, {"applied": False}, op.split("-")[0])
-                return Exit.PROBLEMS
-            if ctx.plan.nothing_to_do:
-                JO.committed(j)
-                _drop_if_empty(j)
-                _emit(ctx, as_json, {"applied": False}, op.split("-")[0])
-                return Exit.OK
-            R.check_space(store, ctx)
-            with _progress(len(ctx.plan.actions), "applying", "steps") as pg:
-                R.apply(store, ctx, j, progress=pg)
-            JO.committed(j)
-        except BaseException as e:
-            ok = _rollback(root, j, e)
-            if isinstance(e, OSError):
-                what = {errno.ENOSPC: "disk full", errno.EROFS: "read-only file system",
-                        errno.EDQUOT: "disk quota exceeded"}.get(e.errno, e.strerror or str(e))
-                if not ok:
-                    raise IOFailure(f"{what}; the rollback is incomplete: run `rmqctl undo {root} --op {j.name}`",
-                                    path=e.filename or root) from e
-                kept = f" (rolled-back journal kept in {j.dir})" if j.dir.exists() else ""
-                raise IOFailure(f"{what}; every change was rolled back, the store is unchanged{kept}",
-                                path=e.filename or root) from e
-            raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    extra = {"applied": True, "journal": str(j.dir), "undo": f"rmqctl undo {root} --op {j.name}"}
-    if j.rolled_back:
-        extra["rolled_back_first"] = ", ".join(j.rolled_back)
-    _emit(ctx, as_json, extra, op.split("-")[0])
-    return Exit.FIXED
+    out = T.run(root, T.StoreJob(op, build), config=_config(root, conf), dry_run=dry_run, progress=_progress,
+                warn=_warn)
+    _emit(out.planned, as_json, _outcome_fields(out, root), op.split("-")[0])
+    return out.status
 
 
-def _refuse_links(store, ctx) -> None:
-    """Before anything changes: no planned write may go through a symlink or onto a special file."""
-    from rmqctl.store.files import check_writes
-
-    check_writes(store.root, (store.root / a.path for a in ctx.plan.actions))
-
-
-def _drop_if_empty(j) -> None:
-    """A run that changed nothing leaves no quarantine folder behind."""
-    from rmqctl.repair import journal as J
-
-    if not J.read_op(j.dir).entries:
-        shutil.rmtree(j.dir, ignore_errors=True)
-        try:
-            j.dir.parent.rmdir()
-        except OSError:
-            pass
+def _outcome_fields(out, root: Path) -> dict:
+    if out.dry_run:
+        extra = {"dry_run": True}
+        if out.unfinished:
+            extra["rolled_back_first"] = (", ".join(out.unfinished) + " (interrupted; a real run rolls it back "
+                                          "first, this plan is of the store as the interruption left it)")
+        return extra
+    if not out.applied:
+        return {"applied": False}
+    extra = {"applied": True, "journal": str(out.journal), "undo": f"rmqctl undo {root} --op {out.op_name}"}
+    if out.rolled_back:
+        extra["rolled_back_first"] = ", ".join(out.rolled_back)
+    return extra
 
 
-def _rollback(root: Path, j, exc) -> bool:
-    from rmqctl.repair import journal as J
-    from rmqctl.repair import journal_ops as JO
-
-    try:
-        JO.aborted(j, f"{type(exc).__name__}: {exc}")
-    except OSError:
-        pass
-    try:
-        if J.read_op(j.dir).entries:
-            J.undo(root, op=j.name, force=True, _unfinished=True)
-        else:
-            _drop_if_empty(j)
-        return True
-    except (OSError, RmqError) as e2:
-        sys.stderr.write(f"rmqctl: rollback incomplete ({e2}); run `rmqctl undo {root} --op {j.name}`\n")
-        return False
+def _warn(text: str) -> None:
+    sys.stderr.write(f"rmqctl: {text}\n")
 
 
 @click.command(epilog=RECOVER_EXITS)
@@ -259,13 +166,13 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
       rmqctl rebuild index --dry-run --json /data/rocketmq/store
       rmqctl rebuild cq --include-deleted-topics /data/rocketmq/store
     """
-    from rmqctl.repair import recover as R
+    from rmqctl.repair import rebuild as RB
 
     if what == "index" and (topic is not None or queue is not None):
         raise UsageError("--topic/--queue apply to `rebuild cq` only: index files mix every topic")
     if topic is not None and not include_deleted_topics:
         from rmqctl.store.layout import Store
-        from rmqctl.store.names import require_named
+        from rmqctl.queue_names import require_named
 
         st = Store.open(store_dir, _config(Path(store_dir), _one_conf(conf, conf_alias)))
         if st.looks_like_store():
@@ -278,7 +185,7 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
 
             return analyze_rebuild(get_session(master), store, what, staging, topic=topic, queue=queue, progress=pg,
                                    include_deleted_topics=include_deleted_topics)
-        return R.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg,
+        return RB.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg,
                                  include_deleted_topics=include_deleted_topics)
 
     return _run(store_dir, _one_conf(conf, conf_alias), dry_run, as_json, f"rebuild-{what}", build)

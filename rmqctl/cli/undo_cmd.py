@@ -32,8 +32,8 @@ def undo(store, op, list_ops, dry_run, force, as_json):
       rmqctl undo /data/rocketmq/store --op 20250101T120000.000000Z-offsets-reset
     """
     from rmqctl.config.persist import store_lock
+    from rmqctl.journal import core as journal
     from rmqctl.render import emit_json
-    from rmqctl.repair import journal
 
     if list_ops:
         ops = journal.list_ops(store)

@@ -363,7 +363,8 @@ TIMERCHECK_FIELDS = ("lastReadTimeMs", "lastTimerLogFlushPos", "lastTimerQueueOf
 
 
 def decode_timercheck(raw: bytes, path=None) -> dict:
-    """The 56 bytes of i64 fields at the start of config/timercheck (§5.4), decoded with the codec derived
+    """The 56 bytes of i64 fields at the start of config/timercheck (docs/store-format.md, "Timer store"),
+    decoded with the codec derived
     from formats.timer.TimerCheckpoint; the broker maps 4096 bytes, other writers (rocketmq-rust) write 56."""
     import struct
 

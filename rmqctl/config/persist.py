@@ -4,7 +4,9 @@
 1. render in the broker's dialect and validate: re-parse what will be written and require it to render
    to the same bytes; never ``null``, never empty;
 2. take the store lock (refuse while a broker holds it, unless ``force``);
-3. journal the previous bytes of ``.bak`` and main (``rmqctl undo`` restores them);
+3. journal the previous bytes of ``.bak`` and main (``rmqctl undo`` restores them) inside the store's one
+   journal transaction (``rmqctl.journal.transaction.journaled``: an interrupted op is rolled back first,
+   a failure rolls this one back);
 4. copy the current main to ``.bak`` (as the broker's persist does) -- only when the current main is good by
    meaning *and* not worse than ``.bak``: a main the broker cannot decode, or one it loads as EMPTY (misspelt
    or null table), never replaces ``.bak``; nor does a main whose dataVersion counter is older than
@@ -27,7 +29,8 @@ from pathlib import Path
 from rmqctl import fastjson
 from rmqctl.config.files import LOAD_MAIN, Loaded, file_mode_or_default
 from rmqctl.errors import FormatError, IOFailure, RmqError, UsageError
-from rmqctl.repair.journal import Journal, write_file_durably
+from rmqctl.journal.core import write_file_durably
+from rmqctl.journal.transaction import journaled
 from rmqctl.store.files import check_writes
 from rmqctl.store.lock import store_write_lock
 
@@ -48,7 +51,7 @@ def settle_before_edit(store: Path, *, dry_run: bool = False) -> list[str]:
     then starts from what the last complete op left (a killed `config set` re-run converges). Skipped
     for a dry run and while a broker holds the lock (persist reports that)."""
     from rmqctl.errors import StoreLockedError
-    from rmqctl.repair.journal import settle_unfinished
+    from rmqctl.journal.core import settle_unfinished
 
     if dry_run:
         return []
@@ -184,7 +187,8 @@ def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool 
         bak_updated = False
         cur_bak = None
         try:
-            with Journal.begin(target.store, op) as j:      # creates config/ if missing (journaled)
+            # the lock is held (store_lock); an OSError is worded below, with the .bak it may have rotated
+            with journaled(target.store, op, lock=False, name_errno=False) as j:   # creates config/ if missing
                 if rotate:
                     try:
                         cur_bak = bak.read_bytes()
@@ -249,7 +253,7 @@ def restore_from_bak(loaded: Loaded, *, force: bool = False, dry_run: bool = Fal
     check_writes(target.store, (path,))
     with store_lock(target.store, force), _no_tmp_leftovers(path):
         mode = file_mode_or_default(bak.path)
-        with Journal.begin(target.store, op) as j:
+        with journaled(target.store, op, lock=False) as j:
             j.before_write(path, data)
             write_file_durably(path, data, mode=mode)
         return PersistResult(path, diff, True, True, j.name)

@@ -10,28 +10,27 @@ A 4.9 broker reads only offsets 0-23, so the extra field is harmless there.
 """
 from __future__ import annotations
 
-import struct
-
+from rmqctl import writers
 from rmqctl.formats import checkpoint as ckf
 
-_Q = struct.Struct(">q")
+_Q = writers.I64
+_AT = writers.CHECKPOINT_OFFSETS        # field -> byte offset, from formats.checkpoint.Checkpoint
 
 
 def new_checkpoint(old: bytes | None, *, last_store_ts: int | None, index_msg_ts: int | None,
                    confirm_offset: int | None) -> bytes:
     buf = bytearray((old or b"")[:ckf.FILE_SIZE].ljust(ckf.FILE_SIZE, b"\0"))
     if last_store_ts is not None and last_store_ts > 0:
-        _Q.pack_into(buf, 0, last_store_ts)
-        _Q.pack_into(buf, 8, last_store_ts)
+        _Q.pack_into(buf, _AT["physic_msg_timestamp"], last_store_ts)
+        _Q.pack_into(buf, _AT["logics_msg_timestamp"], last_store_ts)
     if index_msg_ts is not None:
-        _Q.pack_into(buf, 16, index_msg_ts)
+        _Q.pack_into(buf, _AT["index_msg_timestamp"], index_msg_ts)
     if confirm_offset is not None and confirm_offset >= 0:
-        _Q.pack_into(buf, 32, confirm_offset)
+        _Q.pack_into(buf, _AT["confirm_phy_offset"], confirm_offset)
     return bytes(buf)
 
 
 def fields(data: bytes | None) -> dict:
-    buf = (data or b"")[:40].ljust(40, b"\0")
-    names = ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp",
-             "master_flushed_offset", "confirm_phy_offset")
-    return {n: _Q.unpack_from(buf, 8 * i)[0] for i, n in enumerate(names)}
+    codec = writers.CHECKPOINT
+    buf = (data or b"")[:codec.size].ljust(codec.size, b"\0")
+    return dict(zip(_AT, codec.unpack(buf)))

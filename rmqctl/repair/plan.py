@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -124,3 +125,23 @@ def _fmt(v) -> str:
 
 def asdict_safe(obj) -> dict:
     return asdict(obj)
+
+
+@dataclass
+class Ctx:
+    """Everything analyze() learned, needed by apply()."""
+
+    plan: Plan
+    staging: Path
+    cut: int = 0
+    last_valid: int | None = None
+    last_store_ts: int | None = None
+    fillers: list = field(default_factory=list)
+    index_files_final: list = field(default_factory=list)   # (name, header) of the index after the repair
+
+
+def rel_path(store, p) -> str:
+    try:
+        return str(Path(p).relative_to(store.root))
+    except ValueError:
+        return str(p)

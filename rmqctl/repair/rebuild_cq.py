@@ -12,7 +12,8 @@ Broker behaviour reproduced (ConsumeQueue.java, 4.9.7 and 5.3.3):
 
 Where rmqctl differs on purpose (docs/recovery.md): truncated tails are zero-filled instead of being
 left as stale units, a file without any valid unit is removed instead of being kept with a bogus
-write position (the 5.3.3 correctMinOffset IAE, R8/R9), and pre-blank units do not count towards
+write position (the 5.3.3 correctMinOffset IAE, apache/rocketmq#9728/apache/rocketmq#10108), and pre-blank
+units do not count towards
 maxPhysicOffset (the broker would take 0x7FFFFFFF from them).
 
 put_many() appends a whole batch of one queue's units as one numpy record array when the broker's
@@ -27,12 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqctl import dispatch as D
+from rmqctl import writers
 from rmqctl.formats import consumequeue as cqf
 from rmqctl.formats import consumequeue_ext as cqf_ext
 from rmqctl.store.files import FileQueue, offset_name
 
-UNIT = struct.Struct(">qiq")
-UNIT_SIZE = 20
+UNIT = writers.CQ_UNIT                  # derived from formats.consumequeue.ConsumeQueueUnit
+UNIT_SIZE = cqf.UNIT_SIZE
 PRE_BLANK = UNIT.pack(0, cqf.PRE_BLANK_SIZE, 0)
 _UNIT_DT = [("p", ">i8"), ("s", ">i4"), ("t", ">i8")]
 
@@ -362,7 +364,7 @@ def write_staged(path: Path, data: bytes) -> None:
 # --------------------------------------------------------------------------------------------------
 # consumequeue_ext (enableConsumeQueueExt)
 
-EXT_HEAD = struct.Struct(">hqqh")
+EXT_HEAD = writers.CQ_EXT_HEAD           # derived from formats.consumequeue_ext.CqExtUnitHead
 EXT_MIN_ADDR = -(1 << 63)
 
 

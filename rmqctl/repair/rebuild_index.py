@@ -21,16 +21,16 @@ deterministic, so an interrupted run that is re-run converges on the same names.
 from __future__ import annotations
 
 import os
-import struct
 import time
 from pathlib import Path
 
+from rmqctl import writers
 from rmqctl.dispatch import index_keys
 from rmqctl.formats import commitlog as cl
 from rmqctl.formats import index as ixf
 
-HEADER = struct.Struct(">qqqqii")
-ITEM = struct.Struct(">iqii")
+HEADER = writers.INDEX_HEADER           # derived from formats.index.IndexHeader / IndexItem
+ITEM = writers.INDEX_ITEM
 INT_MAX = 2**31 - 1
 _ITEM_BUF = 1 << 16   # items buffered before one pwrite
 _ITEM_DT = [("h", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("pre", ">i4")]

@@ -1,4 +1,4 @@
-"""Which topics `rebuild cq|index` dispatches: those the broker knows (docs/faults.md F21, R26).
+"""Which topics `rebuild cq|index` dispatches: those the broker knows (docs/faults.md F21, apache/rocketmq#1852).
 
 A topic deleted with `updateTopic`/`deleteTopic` is removed from config/topics.json and its consume
 queues are deleted, but its messages stay in the commitlog; the broker's re-dispatch does not look at

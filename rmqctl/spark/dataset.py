@@ -394,14 +394,6 @@ class Dataset:
         cols = message_columns(columns, self.opts.get("body", False))
         return self._frames(flt, cols, ddl(cols), None, _acc)
 
-    def stats_partials(self, flt: Filter | None = None):
-        """Per-task partial aggregates of rmqctl.spark.stats (PARTIAL_COLUMNS): the messages never
-        leave the Python workers. Use inside run()."""
-        from rmqctl.spark import stats
-
-        return self._frames(flt, message_columns(stats.STATS_COLUMNS), ddl(stats.PARTIAL_COLUMNS),
-                            lambda split: stats.SplitAggregate(), None)
-
     def reduce(self, flt: Filter | None, reducer, schema: str, columns=None):
         """Generic task-side consumer of the messages: reducer(split) gets every RecordBatch of its
         split (add) and yields rows of `schema` at the end (partials(store)). Use inside run()."""

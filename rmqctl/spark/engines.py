@@ -6,7 +6,7 @@ verify: rmqctl.check.commitlog.scan_file (one task per commitlog file -- it carr
         merged and followed by the queue/index/checkpoint/config checks exactly as verify_store does.
 rebuild: the records the default engine's CommitLog.records walk would give, decoded in parallel by
         the split scan (plan.py), streamed to the driver in commitlog order (toLocalIterator), and fed
-        to rmqctl.repair.recover.analyze_rebuild's own QueueState / IndexRebuilder.
+        to rmqctl.repair.rebuild.analyze_rebuild's own QueueState / IndexRebuilder.
 
 The seams are explicit parameters of the local engines: verify_store(scan_map=) and
 analyze_rebuild(records=).
@@ -64,8 +64,8 @@ class _SparkRecords:
 
 
 def analyze_rebuild(spark, store, what, staging, **kw):
-    """rmqctl.repair.recover.analyze_rebuild with the commitlog decoded by Spark."""
-    from rmqctl.repair import recover
+    """rmqctl.repair.rebuild.analyze_rebuild with the commitlog decoded by Spark."""
+    from rmqctl.repair import rebuild
     from rmqctl.spark.dataset import Dataset
     from rmqctl.spark.plan import StoreRef
 
@@ -83,7 +83,7 @@ def analyze_rebuild(spark, store, what, staging, **kw):
     from rmqctl.spark.dataset import _status_param
 
     ds._acc = spark.sparkContext.accumulator({}, _status_param())
-    ctx = recover.analyze_rebuild(store, what, staging, records=_SparkRecords(ds, store, stream()), **kw)
+    ctx = rebuild.analyze_rebuild(store, what, staging, records=_SparkRecords(ds, store, stream()), **kw)
     from rmqctl.spark.plan import resolve
 
     exact, _, _ = resolve(ds.plan, ds._acc.value)

@@ -398,7 +398,8 @@ def compute(ds, flt=None) -> dict:
     from rmqctl.spark.dataset import ddl
 
     def action(ds):
-        parts = ds.stats_partials(flt)
+        # per-task partial aggregates (PARTIAL_COLUMNS): the messages never leave the Python workers
+        parts = ds.reduce(flt, lambda split: SplitAggregate(), ddl(PARTIAL_COLUMNS), columns=STATS_COLUMNS)
         if len(ds.plan.splits) > MERGE_ON_EXECUTORS:
             n = max(1, ds.spark.sparkContext.defaultParallelism)
             parts = parts.repartition(n, "store", "topic", "queue_id").mapInArrow(_merge_task, ddl(PARTIAL_COLUMNS))

@@ -1,4 +1,4 @@
-"""Reading index files (index/<yyyyMMddHHmmssSSS>): header, slots, items, chains (§4).
+"""Reading index files (index/<yyyyMMddHHmmssSSS>): header, slots, items, chains (docs/store-format.md, "Index files").
 
 Bounded reads only: a slot is 4 bytes, an item 20 bytes, read with pread at their computed
 positions, so a key query touches a handful of pages, never the whole 400 MB file."""

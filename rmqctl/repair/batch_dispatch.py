@@ -1,0 +1,181 @@
+"""The broker's dispatch (CommitLogDispatcherBuildConsumeQueue / BuildIndex) on scanvec batches: consume-queue
+units grouped by queue, multi-dispatch (LMQ) targets, index items hashed in bulk, placeholder units for
+quarantined ranges; and pass 2 of recover, which walks the valid segments through it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rmqctl import dispatch as D
+from rmqctl.errors import ProblemsFound
+from rmqctl.formats import commitlog as clf
+from rmqctl.formats.consumequeue import UNIT_SIZE
+from rmqctl.repair import rebuild_cq as RC
+from rmqctl.repair.fillers import QUARANTINE_TOPIC
+from rmqctl.repair.rebuild_index import IndexRebuilder
+from rmqctl.scan import BLANK_RECORD, END
+from rmqctl.store.commitlog import Walk
+
+
+def dispatch_pass2(store, files, segments, scan_start, states, idx, ctx, cfg):
+    rebuilder = None
+    if idx is not None:
+        (ctx.staging / "index").mkdir(parents=True, exist_ok=True)
+        rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num, idx["names"],
+                                   prev=idx["prev"], prev_name=idx["prev_name"], skip_keys_at=idx["skip"])
+    try:
+        dispatch_segments(store, files, segments, scan_start, states, rebuilder, ctx.fillers, idx, ctx.staging)
+        built = rebuilder.finish() if rebuilder else []
+    except BaseException:
+        if rebuilder:
+            rebuilder.abort()
+        raise
+    return states, built
+
+
+def dispatch_segments(store, files, segments, validated_from, states, rebuilder, fillers, idx, staging) -> None:
+    from rmqctl.repair import vecdispatch as VD
+
+    cfg = store.config
+    fill_at = {f.start: f for f in fillers}
+    idx_from = idx["from"] if idx is not None else None
+    topics = VD.Topics()
+    for si, (a, b) in enumerate(segments):
+        walk = Walk()
+        # Records before the broker's start file are trusted like the broker trusts them (its reput
+        # does not check CRCs either); everything from the start file on was validated by pass 1.
+        for bt in VD.batches(store, files, a, b, check_crc=False, walk=walk):
+            dispatch_batch(store, bt, topics, states, rebuilder, idx_from, cfg.delay_levels, staging, fillers=fillers)
+        stop = walk.ends[-1].stop if walk.ends else None
+        if a < validated_from and stop is not None and stop.offset < min(b, validated_from) \
+                and stop.kind not in (END, BLANK_RECORD):
+            raise ProblemsFound(f"corrupt record before the broker's recovery start file ({stop.kind}: "
+                                f"{stop.detail}); run `rmqctl recover --from-start`", offset=stop.offset)
+        f = fill_at.get(b)
+        if f is not None and f.kind == "record" and rebuilder is not None and f.start >= idx_from:
+            rebuilder.dispatch(f.start, f.store_ts, clf.TRANSACTION_ROLLBACK_TYPE, QUARANTINE_TOPIC, {})
+
+
+def new_queue_state(store, staging, topic, qid):
+    st = RC.empty_state(store, topic, qid)
+    st.stage_dir = Path(staging) / "cq" / topic / str(qid)
+    return st
+
+
+def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, staging, *, fillers=(),
+                   topic=None, queue=None, create=True, skip=None) -> None:
+    """CommitLogDispatcherBuildConsumeQueue and BuildIndex for one scanvec batch. `states` None: no
+    consume queues; `rebuilder` None: no index; idx_from: first commitlog offset the index takes.
+    topic/queue restrict the consume queues built (rebuild cq --topic/--queue); skip: a
+    topic_filter.TopicFilter whose skipped topics are neither queued nor indexed (rebuild, F21)."""
+    import numpy as np
+
+    from rmqctl.repair import vecdispatch as VD
+
+    props = None
+    tids = topics.of(bt)
+    if states is not None:
+        rows = np.flatnonzero(VD.cq_mask(bt))
+        if skip is not None:
+            rows = skip.drop(rows, tids, topics)
+        multi = None
+        if len(rows) and VD.has_multi_dispatch(bt) and D.multi_dispatch_on(store.config):
+            props = VD.Props(bt)
+            multi = VD.multi_targets(bt, props, rows, tids, topics, D.lmq_on(store.config))
+        if multi is not None:
+            _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, staging, topic, queue, create)
+            rows = rows[:0]
+        if topic is not None:
+            ok = np.asarray([n == topic for n in topics.names], bool)
+            rows = rows[ok[tids[rows]]]
+        if queue is not None:
+            rows = rows[bt.queue_id[rows] == queue]
+        if len(rows):
+            keys = (tids[rows] << 32) | (bt.queue_id[rows] & 0xFFFFFFFF)
+            offs, sizes, qoffs = bt.offset, bt.total_size, bt.queue_offset
+            for key, g in VD.groups(keys):
+                sel = rows[g]
+                t, q = topics.names[key >> 32], int(bt.queue_id[sel[0]])
+                st = states.get((t, q))
+                if st is None:
+                    if not create:
+                        continue
+                    st = states[(t, q)] = new_queue_state(store, staging, t, q)
+                if st.max_phys >= 0:
+                    # units already in the queue (offset + size <= its max physical end) are skipped by
+                    # the broker: drop that prefix before computing anything for it
+                    sel = sel[int(np.searchsorted(offs[sel] + sizes[sel], st.max_phys, "right")):]
+                    if not len(sel):
+                        continue
+                if props is None:
+                    props = VD.Props(bt)
+                codes = VD.tags_codes(bt, props, tids, topics, delay, sel)
+                if fillers:
+                    for j, c in zip(sel.tolist(), codes.tolist()):
+                        o, sz, qo = int(offs[j]), int(sizes[j]), int(qoffs[j])
+                        if st.base is not None and qo * UNIT_SIZE > st.end and o + sz > st.max_phys:
+                            pad_with_filler(st, o, qo, fillers)
+                        st.put(o, sz, c, qo, int(bt.store_timestamp[j]))
+                else:
+                    st.put_many(offs[sel], sizes[sel], codes, qoffs[sel], bt.store_timestamp[sel].astype(np.int64))
+    if rebuilder is not None:
+        offs = bt.offset
+        i0 = int(np.searchsorted(offs, idx_from, "left")) if idx_from is not None else 0
+        if i0 < len(offs):
+            rows = np.arange(i0, len(offs), dtype=np.int64)
+            if skip is not None:
+                rows = skip.drop(rows, tids, topics)
+        if i0 < len(offs) and len(rows):
+            if props is None:
+                props = VD.Props(bt)
+            item_row, item_hash = VD.index_items(bt, props, tids, topics, rows)
+            rebuilder.dispatch_many(offs[rows], bt.store_timestamp[rows], item_row, item_hash)
+
+
+def _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, staging, topic, queue,
+                    create) -> None:
+    """dispatch_batch's consume queues for a batch with multi-dispatched records (LMQ, 4.9 plain-topic
+    multi-dispatch): every record's own unit plus one unit per target queue at the target's queue offset
+    with the record's tagsCode, each queue's units in commitlog order (a queue may get both)."""
+    import numpy as np
+
+    from rmqctl.repair import vecdispatch as VD
+
+    codes = VD.tags_codes(bt, props, tids, topics, delay, rows)
+    pos, xt, xq, xo = multi
+    sel = np.concatenate((np.arange(len(rows)), pos))
+    tid = np.concatenate((tids[rows], xt))
+    qid = np.concatenate((bt.queue_id[rows].astype(np.int64), xq))
+    qoff = np.concatenate((bt.queue_offset[rows].astype(np.int64), xo))
+    ts = np.concatenate((bt.store_timestamp[rows].astype(np.int64), np.full(len(pos), -1, np.int64)))
+    keep = np.ones(len(sel), bool)
+    if topic is not None:
+        keep &= np.asarray([n == topic for n in topics.names], bool)[tid]
+    if queue is not None:
+        keep &= qid == queue
+    sel, tid, qid, qoff, ts = sel[keep], tid[keep], qid[keep], qoff[keep], ts[keep]
+    phys = bt.offset[rows].astype(np.int64)[sel]
+    size = bt.total_size[rows].astype(np.int64)[sel]
+    code = codes[sel]
+    key = (tid << 32) | (qid & 0xFFFFFFFF)
+    order = np.lexsort((phys, key))
+    key, phys, size, code, qoff, qid, ts = (key[order], phys[order], size[order], code[order], qoff[order],
+                                            qid[order], ts[order])
+    for k, g in VD.groups(key):
+        t, q = topics.names[k >> 32], int(qid[g[0]])
+        st = states.get((t, q))
+        if st is None:
+            if not create:
+                continue
+            st = states[(t, q)] = new_queue_state(store, staging, t, q)
+        st.put_many(phys[g], size[g], code[g], qoff[g], ts[g])
+
+
+def pad_with_filler(st, offset, queue_offset, fillers) -> None:
+    cands = [f for f in fillers if f.kind == "record" and st.max_phys <= f.start < offset]
+    if not cands:
+        return
+    f = cands[-1]
+    while st.end < queue_offset * UNIT_SIZE:
+        st.out += RC.UNIT.pack(f.start, f.end - f.start, 0)
+        st.end += UNIT_SIZE
+        st.added += 1
