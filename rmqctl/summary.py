@@ -67,9 +67,10 @@ def summarize(store: Store, *, queues: bool = True) -> dict:
             extras[name] = _du(p)
     if extras:
         out["other"] = extras
+    from rmqctl.config.topics import compaction_topics
     from rmqctl.store.compaction import summarize as compaction_summary
 
-    comp = compaction_summary(store.root, store.config)
+    comp = compaction_summary(store.root, store.config, compaction_topics(store.root))
     if comp:
         out["compaction"] = comp
     if store.not_followed:   # links out of the store, FIFOs...: not read (docs/files-policy.md)

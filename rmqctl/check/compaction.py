@@ -10,6 +10,7 @@ queue's position in position-checkpoint); each record equals the commitlog's mes
 from __future__ import annotations
 
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
+from rmqctl.config.topics import compaction_topics
 from rmqctl.store import compaction as C
 
 PHYS_POS, PHYS_LEN = 28, 8
@@ -151,7 +152,7 @@ def _behind(store, qs, sz, findings) -> None:
     from rmqctl.scan import FileWalk
     from rmqctl.store.commitlog import open_ro
 
-    topics = C.compaction_topics(store.root)
+    topics = compaction_topics(store.root)
     if not topics:
         return
     known = {(q.topic, q.queue_id): q for q in qs}

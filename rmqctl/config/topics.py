@@ -7,6 +7,7 @@ queues, perm 6 (read+write). Every change bumps ``dataVersion`` like the broker 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from rmqctl.config.files import as_int, delete_entry, looks_v5, next_version, top_table
 from rmqctl.errors import UsageError
@@ -92,3 +93,26 @@ def update(doc: dict, name: str, *, read: int | None = None, write: int | None =
 
 def delete(doc: dict, name: str) -> dict:
     return delete_entry(doc, "topicConfigTable", name, f"topic {name!r} in topics.json")
+
+
+def compaction_topics(root: Path) -> set | None:
+    """Topics whose attribute cleanup.policy is COMPACTION in config/topics.json (None: no readable topics.json)."""
+    from rmqctl.config import files as cfgfiles
+
+    cdir = Path(root) / "config"
+    if not (cdir / "topics.json").exists() and not (cdir / "topics.json.bak").exists():
+        return None
+    try:
+        loaded = cfgfiles.load(Path(root), "topics")
+    except Exception:   # noqa: BLE001 - unreadable: the caller says so
+        return None
+    doc = loaded.doc if loaded.ok else None
+    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
+    if not isinstance(table, dict):
+        return None
+    out = set()
+    for name, tc in table.items():
+        attrs = tc.get("attributes") if isinstance(tc, dict) else None
+        if isinstance(attrs, dict) and attrs.get("cleanup.policy") == "COMPACTION":
+            out.add(name)
+    return out

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rmqctl.repair.plan import Action
 from rmqctl.scan import BLANK_RECORD, FileWalk
+from rmqctl.config.topics import compaction_topics
 from rmqctl.store import compaction as C
 from rmqctl.store.commitlog import open_ro
 
@@ -233,7 +234,7 @@ def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
     normal recovery re-dispatches nothing old): only the load's own effects. A queue the broker would refuse is left
     as it is, with a problem."""
     plan, root = ctx.plan, store.root
-    topics = C.compaction_topics(root)
+    topics = compaction_topics(root)
     qs = C.queues(root)
     if not topics and not qs:
         return

@@ -279,39 +279,16 @@ def position_checkpoint(root: Path) -> tuple[dict | None, str | None]:
     return None, None
 
 
-def compaction_topics(root: Path) -> set | None:
-    """Topics whose attribute cleanup.policy is COMPACTION in config/topics.json (None: no readable topics.json)."""
-    from rmqctl.config import files as cfgfiles
-
-    cdir = Path(root) / "config"
-    if not (cdir / "topics.json").exists() and not (cdir / "topics.json.bak").exists():
-        return None
-    try:
-        loaded = cfgfiles.load(Path(root), "topics")
-    except Exception:   # noqa: BLE001 - unreadable: the caller says so
-        return None
-    doc = loaded.doc if loaded.ok else None
-    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
-    if not isinstance(table, dict):
-        return None
-    out = set()
-    for name, tc in table.items():
-        attrs = tc.get("attributes") if isinstance(tc, dict) else None
-        if isinstance(attrs, dict) and attrs.get("cleanup.policy") == "COMPACTION":
-            out.add(name)
-    return out
-
-
-def summarize(root: Path, config=None) -> dict | None:
+def summarize(root: Path, config=None, topics: set | None = None) -> dict | None:
     """The compaction store at a glance (dump STORE): per queue its files, queue offsets, position and what the
-    broker's load does with it. None when the store has no compaction queue."""
+    broker's load does with it (topics: rmqctl.config.topics.compaction_topics). None when the store has no
+    compaction queue."""
     qs = queues(root)
     if not qs:
         return None
     sz = sizes(root, config)
     positions, _ = position_checkpoint(root)
     positions = positions or {}
-    topics = compaction_topics(root)
     out = {"cq_file_size": sz.cq, "log_file_size": sz.log,
            "topics": sorted(topics) if topics is not None else None, "queues": []}
     for q in qs:
