@@ -57,6 +57,7 @@ public final class Main {
         "  restart --store DIR [--conf FILE.json]      (in place: load/recover, start, dispatch, shutdown)",
         "  expire --store DIR [--conf FILE.json] [--hours H]   (in place: the broker's own file expiry)",
         "  hold-lock --store DIR",
+        "  timer-write --scenario F --store DIR | timer-read --store DIR [--conf F] | timer-restart --store DIR (v5)",
         "  version");
 
     static class UsageException extends RuntimeException {
@@ -162,6 +163,19 @@ public final class Main {
             case "hold-lock": {
                 Map<String, String> o = opts(args, 1);
                 return HoldLock.run(need(o, "store"));
+            }
+            case "timer-write":
+            case "timer-read":
+            case "timer-restart": {
+                // the 5.x timer store (Timer.java, v5 module only)
+                Class<?> t;
+                try {
+                    t = Class.forName("oracle.Timer");
+                } catch (ClassNotFoundException e) {
+                    throw new UsageException(cmd + ": RocketMQ " + c.version() + " has no timer store");
+                }
+                emit(t.getMethod("run", Compat.class, String.class, Map.class).invoke(null, c, cmd, opts(args, 1)));
+                return 0;
             }
             default:
                 throw new UsageException("unknown command " + cmd);
