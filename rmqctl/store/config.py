@@ -74,6 +74,8 @@ class StoreConfig:
     explicit: frozenset = frozenset()   # which fields came from the operator or a config file
     broker_version: tuple | None = None   # (major, minor, patch) given by the operator, for version-specific rules
     index_geometry_files: tuple | None = None   # (slots, items) the index files were written with, when they tell
+    timerlog_file_size: int | None = None   # mappedFileSizeTimerLog (None: the timerlog files' own size)
+    timer_precision_ms: int = 1000          # timerPrecisionMs
 
     KEYS = {
         "mappedFileSizeCommitLog": ("commitlog_file_size", _java_int),
@@ -87,6 +89,8 @@ class StoreConfig:
         "storePathCommitLog": ("multi_path_commitlog", lambda v: "," in str(v)),
         "enableConsumeQueueExt": ("enable_cq_ext", _java_bool),
         "mappedFileSizeConsumeQueueExt": ("cq_ext_file_size", _java_int),
+        "mappedFileSizeTimerLog": ("timerlog_file_size", _java_int),
+        "timerPrecisionMs": ("timer_precision_ms", _java_int),
     }
 
     @property

@@ -231,7 +231,7 @@ public final class Timer {
         }
     }
 
-    /** In place: load + the timer store's recover(), start (its flush service persists what recovery revised), shutdown. */
+    /** In place: load (commitlog recovery) + the timer store's load()/recover(), shutdown. */
     static Map<String, Object> restart(Compat c, String storeDir, String conf) throws Exception {
         Map<String, Object> sc = StoreConf.forRead(storeDir, conf);
         return view(c, sc, storeDir, true);
@@ -374,10 +374,10 @@ public final class Timer {
         out.put("pending", pending);
         out.put("timermetrics", Json.parseObject(w.tms.getTimerMetrics().encode()));
         if (restart) {
+            // the timer store is not started: its shutdown() writes timercheck and flushes the timerlog; the wheel
+            // revisions of recover() stay in memory (TimerWheel.shutdown(false)), as on a broker stopped before the
+            // flush service's first tick
             w.store.start();
-            w.tms.start(false);
-            // one tick of the flush service (timerlog, timerwheel, timercheck, timermetrics)
-            Thread.sleep(cfg.getTimerFlushIntervalMs() * 2L + 300);
             w.tms.shutdown();
             w.store.shutdown();
             out.put("abort_present", new File(dir, "abort").exists());
