@@ -422,7 +422,10 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
                         payload=(store.checkpoint_path, staged)))
 
     # ---- timer checkpoint (after the checkpoint: a timer-only change must not rewrite it) ------
-    _timer_plan(store, states, ctx)
+    from rmqctl.repair import timer_recover
+
+    if not timer_recover.plan_timer(store, states, ctx):     # 5.x timer store: TimerMessageStore.recover() offline
+        _timer_plan(store, states, ctx)
 
     # ---- abort: last ---------------------------------------------------------------------
     if plan.abort:
