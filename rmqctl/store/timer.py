@@ -159,7 +159,7 @@ def units_of(data: bytes, start: int):
         if p + 16 > len(data):
             yield ("short", start + p, None)
             return
-        size, prev, magic = _HEAD.unpack_from(data, p)
+        size, _prev, magic = _HEAD.unpack_from(data, p)
         if magic == TF.TIMERLOG_BLANK_MAGIC:
             yield ("blank", start + p, size)
             return
