@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, run_cli
 from faultlib import tree_hashes
 
@@ -93,8 +92,7 @@ def test_recovery_model_matches_the_broker_view_in_the_manifests():
         read = T.message_reader(store)
         wheel = T.Wheel(store.root / "timerwheel")
         rec = T.simulate(store, now_ms=view["timercheck"]["last_read_time_ms"], wheel=wheel,
-                         message_at=lambda o, n: (lambda r: None if r is None else (r.queue_id, r.queue_offset))(
-                             read(o, n)),
+                         message_at=T.message_queue_pos(read),
                          cq=T.queue_reader(store))
         ours = {int(i): (int(wheel.a[i, 0]) * 1000, int(wheel.a[i, 1]), int(wheel.a[i, 2])) for i in wheel.nonzero()}
         assert ours == view_slots(view["wheel"]), name

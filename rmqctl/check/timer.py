@@ -24,10 +24,7 @@ def check_timer_store(store, findings: list, *, cl_min: int | None, cl_end: int 
     if not tl.is_dir() or tl.is_symlink():
         return
     read = T.message_reader(store, cl_end)
-
-    def message_at(off, size):
-        r = read(off, size)
-        return None if r is None else (r.queue_id, r.queue_offset)
+    message_at = T.message_queue_pos(read)
 
     wheel = T.Wheel(root / "timerwheel")
     rec = T.simulate(store, now_ms=int(time.time() * 1000) if now_ms is None else now_ms, message_at=message_at,

@@ -42,10 +42,7 @@ def plan_timer(store, states, ctx, *, now_ms: int | None = None) -> bool:
         if topic == T.TIMER_TOPIC:
             qmax[qid] = st.end // 20
     read = T.message_reader(store, ctx.cut or None)
-
-    def message_at(off, size):
-        r = read(off, size)
-        return None if r is None else (r.queue_id, r.queue_offset)
+    message_at = T.message_queue_pos(read)
 
     rec = T.simulate(store, now_ms=int(time.time() * 1000) if now_ms is None else now_ms,
                      message_at=message_at, cq=T.queue_reader(store, qmax))

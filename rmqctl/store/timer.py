@@ -430,3 +430,11 @@ def queue_reader(store, max_override: dict | None = None):
             return None if u is None else (u[0], u[1])
         return (q.min_offset(), qmax, unit)
     return cq
+
+
+def message_queue_pos(read):
+    """message_at for simulate() from a message_reader: (queue_id, queue_offset) of the unit's message, or None."""
+    def at(offset: int, size: int):
+        r = read(offset, size)
+        return None if r is None else (r.queue_id, r.queue_offset)
+    return at
