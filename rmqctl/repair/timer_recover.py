@@ -67,15 +67,19 @@ def plan_timer(store, states, ctx, *, now_ms: int | None = None) -> bool:
                + (f", where {rec.stop[1]} ends it" if rec.stop else "") + "): the broker's timer recovery deletes it")
         plan.add(Action("delete_file", _rel(store, f.path), why, group="timer", payload=f.path))
         acted = True
-    if rec.revised:
+    wheel_present = (root / "timerwheel").is_file()
+    if rec.revised and wheel_present:
         _wheel_actions(store, plan, rec)
         acted = True
+    elif rec.revised:
+        plan.notes.append("no timerwheel: the broker creates an empty one at the next start and links the timerlog "
+                          "units its recovery scans; config/timercheck is not moved forward")
     if rec.stop is not None:
         plan.notes.append(f"timerlog: the broker's timer recovery ends the timerlog at {rec.stop[0]} ({rec.stop[1]}); "
                           "the bytes after it in that file stay, the next unit overwrites them")
     # timercheck: what recover() leaves when it changed anything; else only what points past the store
     names = list(old)
-    if acted:
+    if acted and wheel_present:
         target = new
     else:
         target = dict(old)
@@ -83,6 +87,10 @@ def plan_timer(store, states, ctx, *, now_ms: int | None = None) -> bool:
             target["last_timer_log_flush_pos"] = rec.end
         if old["last_timer_queue_offset"] > qmax.get(0, 0):
             target["last_timer_queue_offset"] = qmax.get(0, 0)
+    if old["master_timer_queue_offset"] > qmax.get(0, 0):
+        plan.notes.append(f"config/timercheck masterTimerQueueOffset {old['master_timer_queue_offset']} is beyond the "
+                          f"timer queue's max offset {qmax.get(0, 0)}; left as is (the broker takes min(current, "
+                          "master))")
     changed = [k for k in names if target[k] != old[k]]
     for k in changed:
         plan.timer["clamped"][k] = [old[k], target[k]]
