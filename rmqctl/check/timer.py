@@ -15,6 +15,62 @@ from rmqctl.formats.index import java_string_hash
 from rmqctl.store import timer as T
 
 MAX_CHAIN = 1_000_000
+UNIT_DTYPE = [("size", ">i4"), ("prev_pos", ">i8"), ("magic", ">i4"), ("curr_write_ms", ">i8"),
+              ("delayed_ms", ">i4"), ("offset_py", ">i8"), ("size_py", ">i4"), ("topic_hash", ">i4"),
+              ("reserved", ">i8")]
+
+
+class UnitTable:
+    """The timerlog's units below the recovered end, by position, over memory-mapped files (flat memory: a Unit is
+    made only when asked for). `bad` lists the units that break the broker's rule (size 52, magic within 0xF)."""
+
+    def __init__(self, files, file_size: int, end: int):
+        import numpy as np
+
+        self.fs = file_size
+        self.files = {}
+        self.bad = []
+        for f in files:
+            if f.start >= end or f.size < T.UNIT:
+                continue
+            n = f.size // T.UNIT
+            arr = np.memmap(f.path, dtype=np.dtype(UNIT_DTYPE), mode="r", shape=(n,))
+            stop = n
+            blank = np.nonzero(arr["magic"] == T.TF.TIMERLOG_BLANK_MAGIC)[0]
+            if len(blank):
+                stop = int(blank[0])
+            stop = min(stop, max(0, -(-(end - f.start) // T.UNIT)))
+            head = arr[:stop]
+            ok = (head["size"] == T.UNIT) & ((head["magic"] | 0xF) == 0xF)
+            for i in np.nonzero(~ok)[0]:
+                self.bad.append((f.start + int(i) * T.UNIT, int(head["size"][i]), int(head["magic"][i])))
+            self.files[f.start] = (arr, ok)
+
+    def _at(self, pos: int):
+        if self.fs <= 0 or pos < 0:
+            return None
+        rel = pos % self.fs
+        hit = self.files.get(pos - rel)
+        if hit is None or rel % T.UNIT:
+            return None
+        arr, ok = hit
+        i = rel // T.UNIT
+        return (arr, i) if i < len(ok) and ok[i] else None
+
+    def __contains__(self, pos: int) -> bool:
+        return self._at(pos) is not None
+
+    def __getitem__(self, pos: int) -> T.Unit:
+        arr, i = self._at(pos)
+        return T.Unit(pos, *(int(v) for v in arr[i].tolist()))
+
+    def items(self):
+        import numpy as np
+
+        for start, (arr, ok) in sorted(self.files.items()):
+            for i in np.nonzero(ok)[0]:
+                pos = start + int(i) * T.UNIT
+                yield pos, T.Unit(pos, *(int(v) for v in arr[int(i)].tolist()))
 
 
 def check_timer_store(store, findings: list, *, cl_min: int | None, cl_end: int | None,
@@ -42,31 +98,21 @@ def check_timer_store(store, findings: list, *, cl_min: int | None, cl_end: int 
         return (str(f.path), pos - f.start) if f else (str(tl), pos)
 
     # --- units --------------------------------------------------------------------------------------
-    units: dict[int, T.Unit] = {}
-    for f in files:
-        with open(f.path, "rb") as fh:
-            data = fh.read()
-        for kind, pos, u in T.units_of(data, f.start):
-            if kind != "unit":
-                break
-            if pos >= end:
-                if rec.stop is not None and pos == rec.stop[0]:
-                    path, rel = where(pos)
-                    later = len(rec.deleted_files)
-                    findings.append(Finding(
-                        ERROR, "timer.bad_unit", path, rel, "size 52 and a magic within 0xF", rec.stop[1],
-                        f"the broker's timer recovery ends the timerlog at {pos}"
-                        + (f" and deletes {later} later file(s)" if later else "")
-                        + "; the units after it are lost (`rmqctl recover` does the same)"))
-                break
-            if u.size != T.UNIT or not T.magic_ok(u.magic):
-                path, rel = where(pos)
-                findings.append(Finding(ERROR, "timer.bad_unit", path, rel, "size 52 and a magic within 0xF",
-                                        f"size {u.size}, magic {u.magic}",
-                                        "a unit before the broker's recovery scan start: the broker never checks "
-                                        "it and reads it as a unit"))
-                continue
-            units[pos] = u
+    units = UnitTable(files, rec.file_size, end)
+    if rec.stop is not None and rec.stop[0] >= end:
+        path, rel = where(rec.stop[0])
+        later = len(rec.deleted_files)
+        findings.append(Finding(
+            ERROR, "timer.bad_unit", path, rel, "size 52 and a magic within 0xF", rec.stop[1],
+            f"the broker's timer recovery ends the timerlog at {rec.stop[0]}"
+            + (f" and deletes {later} later file(s)" if later else "")
+            + "; the units after it are lost (`rmqctl recover` does the same)"))
+    for pos, size, magic in units.bad:
+        path, rel = where(pos)
+        findings.append(Finding(ERROR, "timer.bad_unit", path, rel, "size 52 and a magic within 0xF",
+                                f"size {size}, magic {magic}",
+                                "a unit before the broker's recovery scan start: the broker never checks it and "
+                                "reads it as a unit"))
     for pos, u in units.items():
         if not u.torn:
             continue
@@ -80,7 +126,7 @@ def check_timer_store(store, findings: list, *, cl_min: int | None, cl_end: int 
             + ("" if crash_open else " (the broker has recovered past it)")))
 
     # --- units against the commitlog ----------------------------------------------------------------
-    for pos, u in sorted(units.items()):
+    for pos, u in units.items():
         if u.torn:
             continue
         path, rel = where(pos)
