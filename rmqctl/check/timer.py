@@ -155,7 +155,9 @@ def check_timer_store(store, findings: list, *, cl_min: int | None, cl_end: int 
 
     # --- wheel slots (as the broker holds them after its recovery) ------------------------------------
     linked: set[int] = set()
-    read_slot = rec.read_time_ms // prec
+    # the slots the store holds as pending: from the timercheck read time (the broker may start later than 7 days
+    # after it and skip the older ones; that is about its clock, not about the store)
+    read_slot = T.jdiv(rec.checkpoint_old.get("last_read_time_ms", 0), prec)
     for idx in wheel.nonzero():
         idx = int(idx)
         t, first, last = (int(v) for v in wheel.a[idx, :3])
