@@ -155,6 +155,7 @@ def check_timer_store(store, findings: list, *, cl_min: int | None, cl_end: int 
 
     # --- wheel slots (as the broker holds them after its recovery) ------------------------------------
     linked: set[int] = set()
+    first_start = min((f.start for f in files), default=0)
     # the slots the store holds as pending: from the timercheck read time (the broker may start later than 7 days
     # after it and skip the older ones; that is about its clock, not about the store)
     read_slot = T.jdiv(rec.checkpoint_old.get("last_read_time_ms", 0), prec)
@@ -168,7 +169,8 @@ def check_timer_store(store, findings: list, *, cl_min: int | None, cl_end: int 
             findings.append(Finding(ERROR, "timer.slot_index", spath, idx * T.SLOT, T.jrem(t, wheel.n), idx,
                                     f"wheel slot {idx} holds time {t * prec} ms, which belongs to another slot"))
             continue
-        if not (0 <= first < end and 0 <= last < end and first in units and last in units):
+        first_ok = first in units or 0 <= first < first_start      # or in a file the cleanup deleted
+        if not (0 <= first < end and 0 <= last < end and first_ok and last in units):
             findings.append(Finding(ERROR, "timer.slot_position", spath, idx * T.SLOT + 8, f"units below {end}",
                                     f"first {first}, last {last}",
                                     f"wheel slot {idx} (time {t * prec} ms) points past the timerlog or between its "
@@ -185,6 +187,8 @@ def check_timer_store(store, findings: list, *, cl_min: int | None, cl_end: int 
                 ok = True
                 break
             pos = u.prev_pos
+        if not ok and 0 <= pos < first_start:
+            ok = True       # the chain continues into timerlog files the broker's cleanup has deleted
         if not ok:
             findings.append(Finding(ERROR, "timer.slot_chain", spath, idx * T.SLOT, f"a prev_pos chain from {last} "
                                     f"to {first}", f"broken at {pos}",
