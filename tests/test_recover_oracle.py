@@ -16,7 +16,9 @@ from oracle_helpers import STORES as STORES_DIR, fixture_dirs, load_manifest, re
 
 pytestmark = pytest.mark.oracle
 
-CRASH = [d for d in fixture_dirs() if d.name.startswith("crash")]
+# crash-timer-v5's commitlog is an ordinary one (its timer store is judged by the broker in test_timer_store.py):
+# left out of the commitlog fault matrix to keep CI time
+CRASH = [d for d in fixture_dirs() if d.name.startswith("crash") and d.name != "crash-timer-v5"]
 
 
 def _zero_checkpoint(root):

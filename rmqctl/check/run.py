@@ -336,6 +336,9 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
 
         timer_max = qmax("rmq_sys_wheel_timer", 0)
         sfc.check_timer(store, findings, timer_max)
+        from rmqctl.check import timer as tmc
+
+        tmc.check_timer_store(store, findings, cl_min=cl_min if scanned else None, cl_end=cl_end if scanned else None)
         sfc.check_compaction(store, findings, qmax)
         from rmqctl.check import compaction as cmc
 

@@ -70,6 +70,7 @@ from rmqctl.repair.queue_actions import cq_why, ext_actions
 from rmqctl.repair.rebuild import analyze_rebuild  # noqa: F401  (re-exported: recover.analyze_rebuild)
 from rmqctl.repair.sparse import last_nonzero, same_file
 from rmqctl.repair.start_file import broker_start_file, find_resume
+from rmqctl.repair import timer_recover
 from rmqctl.repair.timer_plan import timer_plan
 from rmqctl.scan import BLANK_RECORD, END, ZEROS
 from rmqctl.store import rules
@@ -134,7 +135,9 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     rec.dup.report(rec.plan)
     deleted_topics_note(store, rec.states, rec.plan)
     _checkpoint_action(rec)
-    timer_plan(store, rec.states, rec.ctx)   # after the checkpoint: a timer-only change must not rewrite it
+    # after the checkpoint: a timer-only change must not rewrite it; a 5.x timer store: TimerMessageStore.recover()
+    if not timer_recover.plan_timer(store, rec.states, rec.ctx):
+        timer_plan(store, rec.states, rec.ctx)
     _compaction_plan(rec)
     _abort_last(rec)
     return rec.ctx

@@ -76,6 +76,8 @@ class StoreConfig:
     index_geometry_files: tuple | None = None   # (slots, items) the index files were written with, when they tell
     compaction_cq_file_size: int | None = None      # compactionCqMappedFileSize (5.x compaction topics)
     compaction_mapped_file_size: int | None = None  # compactionMappedFileSize (the log size derives from both)
+    timerlog_file_size: int | None = None   # mappedFileSizeTimerLog (None: the timerlog files' own size)
+    timer_precision_ms: int = 1000          # timerPrecisionMs
 
     KEYS = {
         "mappedFileSizeCommitLog": ("commitlog_file_size", _java_int),
@@ -91,6 +93,8 @@ class StoreConfig:
         "mappedFileSizeConsumeQueueExt": ("cq_ext_file_size", _java_int),
         "compactionCqMappedFileSize": ("compaction_cq_file_size", _java_int),
         "compactionMappedFileSize": ("compaction_mapped_file_size", _java_int),
+        "mappedFileSizeTimerLog": ("timerlog_file_size", _java_int),
+        "timerPrecisionMs": ("timer_precision_ms", _java_int),
     }
 
     @property

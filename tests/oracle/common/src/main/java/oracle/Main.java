@@ -59,6 +59,7 @@ public final class Main {
         "  hold-lock --store DIR",
         "  compaction-write --scenario F --store DIR | compaction-read|compaction-restart --store DIR [--conf F]  (5.x)",
         "  salvage --store DIR [--conf FILE.json] [--group G]   (getMessage from each group's committed offsets)",
+        "  timer-write --scenario F --store DIR | timer-read --store DIR [--conf F] | timer-restart --store DIR (v5)",
         "  version");
 
     static class UsageException extends RuntimeException {
@@ -190,6 +191,18 @@ public final class Main {
                     m.equals("write") ? need(o, "store") : o.get("conf"));
                 emit(r);
                 return Boolean.FALSE.equals(r.get("load_ok")) ? 3 : 0;
+            case "timer-write":
+            case "timer-read":
+            case "timer-restart": {
+                // the 5.x timer store (Timer.java, v5 module only)
+                Class<?> t;
+                try {
+                    t = Class.forName("oracle.Timer");
+                } catch (ClassNotFoundException e) {
+                    throw new UsageException(cmd + ": RocketMQ " + c.version() + " has no timer store");
+                }
+                emit(t.getMethod("run", Compat.class, String.class, Map.class).invoke(null, c, cmd, opts(args, 1)));
+                return 0;
             }
             default:
                 throw new UsageException("unknown command " + cmd);
