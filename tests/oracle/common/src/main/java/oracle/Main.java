@@ -191,6 +191,7 @@ public final class Main {
                     m.equals("write") ? need(o, "store") : o.get("conf"));
                 emit(r);
                 return Boolean.FALSE.equals(r.get("load_ok")) ? 3 : 0;
+            }
             case "timer-write":
             case "timer-read":
             case "timer-restart": {
