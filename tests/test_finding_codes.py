@@ -66,5 +66,5 @@ def test_man_page_lists_every_code():
     assert ".SH FINDING CODES" in page
     text = man_section()
     for code in CODES:
-        assert re.search(rf"^{re.escape(code)}$", text, re.M), code
+        assert re.search(rf"^{re.escape(code)}$", text, re.MULTILINE), code
         assert code in page

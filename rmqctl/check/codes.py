@@ -430,9 +430,9 @@ def describe(code: str) -> Code | None:
 
 def man_section() -> str:
     """The FINDING CODES section (roff, unescaped text lines; the caller escapes)."""
-    out = ["Every finding names a code (the check field of --json). Codes are stable: scripts and alerts "
+    out = [("Every finding names a code (the check field of --json). Codes are stable: scripts and alerts "
            "may match them. For each: what it means; what the broker does with the store as it is; "
-           "what to run.", ""]
+           "what to run."), ""]
     for code in sorted(CODES):
         c = CODES[code]
         out += [code, f"    {c.meaning}.", f"    Broker: {c.broker}.", f"    Run: {c.run}.", ""]
