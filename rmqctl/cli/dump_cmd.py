@@ -29,7 +29,7 @@ from rmqctl.terminal import escape
 @click.option("--no-crc", is_flag=True, help="commitlog: do not check body CRCs.")
 @click.option("--explain", is_flag=True, help="Print the byte layout of the file kind (from the schema) and exit.")
 @store_config_options
-def dump(paths, kind, as_json, body, skip, count, offset, topic, queue, slots, no_crc, explain, broker_config,
+def dump(paths, kind, as_json, body, raw_body, skip, count, offset, topic, queue, slots, no_crc, explain, broker_config,
          index_slots, index_items):
     """Print store files as readable lines, or as JSON Lines with --json.
 
@@ -46,7 +46,10 @@ def dump(paths, kind, as_json, body, skip, count, offset, topic, queue, slots, n
     store_timestamp, store_host ("a.b.c.d:port" or "[v6]:port"), reconsume_times,
     prepared_transaction_offset, msg_id (offsetMsgId), body_length, properties (object), then
     physical_offset_field (only when it differs from the position), property_crc_ok (only with a
-    __CRC32# property), body_encoding and body (unless --body none). Units: cq_unit, bcq_unit,
+    __CRC32# property), body_encoding and body (unless --body none); a compressed body (SYSFLAG 0x1) is
+    shown decompressed (--raw-body: as stored) and adds body_compression (zlib|lz4|zstd|unknown(N)),
+    body_decompressed (bool), body_decompressed_length, and body_note when it could not be
+    decompressed (unknown type, corrupt stream: shown as stored). Units: cq_unit, bcq_unit,
     cq_ext_unit, index_header/index_slot/index_item, timerlog_unit, timerwheel_slot, checkpoint,
     timercheck, abort, lock, config — field names as in `--explain`. Every file ends with a "trailer"
     (valid_bytes, trailing: none|zeros|blank|invalid, trailing_bytes, and "problem" when damaged).
@@ -71,7 +74,7 @@ def dump(paths, kind, as_json, body, skip, count, offset, topic, queue, slots, n
         raise UsageError("missing PATH (a store file, a directory of them, or a store root)")
     cfg = build_store_config(broker_config, index_slots, index_items)
     body = body or ("base64" if as_json else "text")
-    emit = _Emitter(as_json, body)
+    emit = _Emitter(as_json, body, raw_body)
     problems, errors = [], []
     for path in map(Path, paths):
         try:
@@ -186,8 +189,8 @@ def _records(f: Path, kind: str, cfg, *, skip, count, offset, topic, queue, slot
 
 
 class _Emitter:
-    def __init__(self, as_json: bool, body: str):
-        self.as_json, self.body = as_json, body
+    def __init__(self, as_json: bool, body: str, raw_body: bool = False):
+        self.as_json, self.body, self.raw_body = as_json, body, raw_body
         self.out = sys.stdout
         self.first = True
 
@@ -196,11 +199,11 @@ class _Emitter:
             tag, val = item
             if tag == "message":
                 if self.as_json:
-                    self.out.write(message_json(val, self.body) + "\n")
+                    self.out.write(message_json(val, self.body, self.raw_body) + "\n")
                 else:
                     if not self.first:
                         self.out.write("\n")
-                    self.out.write(message_text(val, self.body) + "\n")
+                    self.out.write(message_text(val, self.body, raw_body=self.raw_body) + "\n")
                 self.first = False
                 return
             item = val

@@ -39,7 +39,7 @@ from rmqctl.status import Exit
 @store_config_options
 @click.pass_context
 def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_key, time, begin, end, count,
-          max_num, broker_version, scan, as_json, body, broker_config, index_slots, index_items, utc):
+          max_num, broker_version, scan, as_json, body, raw_body, broker_config, index_slots, index_items, utc):
     """Find messages by commitlog offset, message id, queue offset, key, unique key or store time.
 
     Each kind of lookup goes through the file the broker itself would use and reads only what it points
@@ -51,7 +51,8 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     relative to now (-2h, -30m, -7d); a time without a zone is local time (TZ; --utc for UTC). The
     resolved instant is echoed on stderr in UTC and epoch milliseconds.
 
-    Output is what `rmqctl dump` prints for a message; --json gives JSON Lines in dump's schema.
+    Output is what `rmqctl dump` prints for a message (compressed bodies decompressed unless --raw-body);
+    --json gives JSON Lines in dump's schema.
     Exit status: 0 when the query ran, whether or not anything matched ("no message matched" goes to
     stderr, stdout stays empty); 2 for a bad id, offset, time or option combination; 4 when damaged
     input was met on the way (bad CRC, a consume queue or index pointing nowhere, a looping index chain)
@@ -128,9 +129,9 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
         w = sys.stdout.write
         for r in it:
             if as_json:
-                w(jsonl(message_dict(r, body=body)) + "\n")
+                w(jsonl(message_dict(r, body=body, raw_body=raw_body)) + "\n")
             else:
-                w(("\n" if found else "") + message_text(r, body=body) + "\n")
+                w(("\n" if found else "") + message_text(r, body=body, raw_body=raw_body) + "\n")
             found += 1
         sys.stdout.flush()
         s = q.stats

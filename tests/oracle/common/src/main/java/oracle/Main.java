@@ -56,6 +56,7 @@ public final class Main {
         "  bench-recover --store DIR [--abnormal] [--conf FILE.json]",
         "  restart --store DIR [--conf FILE.json]      (in place: load/recover, start, dispatch, shutdown)",
         "  expire --store DIR [--conf FILE.json] [--hours H]   (in place: the broker's own file expiry)",
+        "  decode --records FILE.json   ({\"records\": [base64 record...]}: MessageDecoder, decompressing)",
         "  hold-lock --store DIR",
         "  version");
 
@@ -157,6 +158,10 @@ public final class Main {
             case "expire": {
                 Map<String, String> o = opts(args, 1);
                 emit(Expire.run(c, need(o, "store"), o.get("conf"), Integer.parseInt(o.getOrDefault("hours", "72"))));
+                return 0;
+            }
+            case "decode": {
+                emit(Codecs.decode(need(opts(args, 1), "records")));
                 return 0;
             }
             case "hold-lock": {
