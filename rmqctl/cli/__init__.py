@@ -27,6 +27,7 @@ COMMANDS = {
     "export": ("rmqctl.cli.spark_cmd", "export", "Export messages to Parquet or JSON Lines (Spark)."),
     "diff": ("rmqctl.cli.diff_cmd", "diff", "Compare two replicas (master/slave, backups): common prefix, verdict."),
     "reclaim": ("rmqctl.cli.reclaim_cmd", "reclaim", "Free disk space: expire consumed commitlog files like the broker."),
+    "quarantine": ("rmqctl.cli.quarantine_cmd", "quarantine", "List and prune the repair journals in rmqctl-quarantine/."),
 }
 
 
