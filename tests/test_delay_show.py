@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import FIXTURES, run_cli, writable_store
 
 SCHED = "SCHEDULE_TOPIC_XXXX"

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from rmqctl.config.delay import SCHEDULE_TOPIC, table
 from rmqctl.config.files import as_int
+from rmqctl.errors import UsageError
 
 
 def _levels_in_table(doc: dict) -> dict:
     out = {}
     for k, v in table(doc).items():
         try:
-            out[as_int(k, "delay level")] = as_int(v, "delay offset")
-        except Exception:  # noqa: BLE001 - a non-numeric entry: verify reports it (config.delay_offset)
-            continue
+            level, off = as_int(k, "delay level"), as_int(v, "delay offset")
+        except (UsageError, ValueError, TypeError):   # a non-numeric entry: verify reports it (config.delay_offset)
+            level = None
+        if level is not None:
+            out[level] = off
     return out
 
 
