@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rmqctl.config.delay import SCHEDULE_TOPIC, table
 from rmqctl.config.files import as_int
-from rmqctl.errors import UsageError
+from rmqctl.errors import RmqError
 
 
 def _levels_in_table(doc: dict) -> dict:
@@ -18,7 +18,7 @@ def _levels_in_table(doc: dict) -> dict:
     for k, v in table(doc).items():
         try:
             level, off = as_int(k, "delay level"), as_int(v, "delay offset")
-        except (UsageError, ValueError, TypeError):   # a non-numeric entry: verify reports it (config.delay_offset)
+        except (RmqError, ValueError, TypeError):   # a non-numeric entry: verify reports it (config.delay_offset)
             level = None
         if level is not None:
             out[level] = off
