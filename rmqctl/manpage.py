@@ -164,7 +164,10 @@ def pages() -> dict[str, str]:
     from rmqctl.cli import cli
 
     help_names = list(cli.context_settings.get("help_option_names", ["--help"]))  # inherited by all
-    out = {"rmqctl.1": _page("rmqctl", cli, help_names, _files_section() + "\n.SH SEE ALSO\n" + ", ".join(
+    from rmqctl.cli.completion import HOWTO
+
+    completion = ".SH SHELL COMPLETION\n.nf\n" + _esc(HOWTO) + "\n.fi\n"
+    out = {"rmqctl.1": _page("rmqctl", cli, help_names, completion + _files_section() + "\n.SH SEE ALSO\n" + ", ".join(
         f"rmqctl\\-{n}(1)" for n in sorted(cli.list_commands(click.Context(cli)))))}
 
     def walk(prefix: str, group: click.Group):

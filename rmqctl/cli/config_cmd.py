@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from rmqctl import fastjson
+from rmqctl.cli.completion import complete_group, complete_topic
 from rmqctl.cli.options import resolve_time, utc_option
 from rmqctl.config import edit as ed
 from rmqctl.config.files import EMPTY, FAIL, KINDS, LOAD_MAIN, Loaded, config_dir_of, load_config, locate
@@ -443,8 +444,8 @@ def offsets():
 
 @offsets.command("show")
 @click.argument("store", type=click.Path(path_type=Path))
-@click.option("--group", "-g", help="Only this consumer group.")
-@click.option("--topic", "-t", help="Only this topic.")
+@click.option("--group", "-g", help="Only this consumer group.", shell_complete=complete_group)
+@click.option("--topic", "-t", help="Only this topic.", shell_complete=complete_topic)
 @json_option
 def offsets_show(store, group, topic, as_json):
     """Committed offsets per group/topic/queue, with the queue's min/max offset and the lag
@@ -472,8 +473,8 @@ def offsets_show(store, group, topic, as_json):
 
 @offsets.command("set")
 @click.argument("store", type=click.Path(path_type=Path))
-@click.option("--group", "-g", required=True)
-@click.option("--topic", "-t", required=True)
+@click.option("--group", "-g", required=True, shell_complete=complete_group)
+@click.option("--topic", "-t", required=True, shell_complete=complete_topic)
 @click.option("--queue", "-q", type=int, required=True, help="Queue id.")
 @click.option("--offset", "offset", type=int, required=True, help="Next logical offset to consume.")
 @click.option("--strict", is_flag=True, help="Refuse (exit 4) an offset outside the queue's [min, max] in this store.")
@@ -503,8 +504,8 @@ def offsets_set(store, group, topic, queue, offset, strict, dry_run, force, as_j
 
 @offsets.command("reset")
 @click.argument("store", type=click.Path(path_type=Path))
-@click.option("--group", "-g", required=True)
-@click.option("--topic", "-t", required=True)
+@click.option("--group", "-g", required=True, shell_complete=complete_group)
+@click.option("--topic", "-t", required=True, shell_complete=complete_topic)
 @click.option("--to-earliest", "mode", flag_value="earliest", help="Each queue's min offset.")
 @click.option("--to-latest", "mode", flag_value="latest", help="Each queue's max offset (skip everything).")
 @click.option("--to-time", "-s", "when", metavar="TIME",
@@ -551,7 +552,7 @@ def offsets_reset(store, group, topic, mode, when, utc, broker_version, dry_run,
 @click.argument("store", type=click.Path(path_type=Path))
 @click.option("--from", "src", required=True, help="Source group.")
 @click.option("--to", "dst", required=True, help="Destination group.")
-@click.option("--topic", "-t", help="Only this topic.")
+@click.option("--topic", "-t", help="Only this topic.", shell_complete=complete_topic)
 @write_options
 @json_option
 def offsets_clone(store, src, dst, topic, dry_run, force, as_json):

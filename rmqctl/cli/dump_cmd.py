@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from rmqctl import dumping
+from rmqctl.cli.completion import complete_topic
 from rmqctl.cli.options import body_option, build_store_config, json_option, store_config_options
 from rmqctl.errors import FormatError, UsageError
 from rmqctl.render import jsonl, message_json, message_text
@@ -23,7 +24,7 @@ from rmqctl.terminal import escape
 @click.option("--count", type=click.IntRange(min=0), default=None, help="Print at most N records/units.")
 @click.option("--offset", type=click.IntRange(min=0), default=None,
               help="commitlog: start at this physical offset (must be a record start).")
-@click.option("--topic", help="commitlog: only messages of this topic.")
+@click.option("--topic", help="commitlog: only messages of this topic.", shell_complete=complete_topic)
 @click.option("--queue", type=int, help="commitlog: only messages of this queue id.")
 @click.option("--slots", is_flag=True, help="index: also list the non-empty hash slots.")
 @click.option("--no-crc", is_flag=True, help="commitlog: do not check body CRCs.")

@@ -5,6 +5,7 @@ import sys
 
 import click
 
+from rmqctl.cli.completion import complete_topic
 from rmqctl.cli.options import (body_option, build_store_config, json_option, require_store, resolve_time,
                                 store_config_options, utc_option)
 from rmqctl.errors import UsageError
@@ -15,7 +16,8 @@ from rmqctl.status import Exit
 @click.argument("store_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--phys-offset", type=int, help="The message at this commitlog offset.")
 @click.option("--msg-id", "-i", help="An offsetMsgId (store host + port + commitlog offset, 32 or 56 hex chars).")
-@click.option("--topic", "-t", help="Topic for --key/--uniq-key/--offset/--time, or alone with --begin/--end.")
+@click.option("--topic", "-t", help="Topic for --key/--uniq-key/--offset/--time, or alone with --begin/--end.",
+              shell_complete=complete_topic)
 @click.option("--queue", "-q", type=click.IntRange(min=0), help="Queue id for --offset/--time (or to narrow a time range).")
 @click.option("--offset", "-o", type=click.IntRange(min=0), help="Logical queue offset (needs --topic, --queue).")
 @click.option("--key", "-k", help="A message key (KEYS), looked up in the index files (needs --topic).")

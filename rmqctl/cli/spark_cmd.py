@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from rmqctl.cli.completion import complete_topic
 from rmqctl.cli.options import json_option, require_store, resolve_time, utc_option
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
@@ -31,7 +32,8 @@ def spark_options(f):
 
 
 def filter_options(f):
-    f = click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).")(f)
+    f = click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).",
+                     shell_complete=complete_topic)(f)
     f = click.option("--queue", "queues", type=int, multiple=True, help="Only this queue id (repeatable).")(f)
     f = click.option("--key", "keys", multiple=True, help="Only messages with this KEYS entry or UNIQ_KEY (repeatable).")(f)
     f = click.option("--begin", help="Store time >= this (epoch ms, ISO 8601, yyyy-MM-dd#HH:mm:ss:SSS, now, "
