@@ -54,6 +54,8 @@ def body_of(stored: bytes, sys_flag: int, raw: bool = False) -> Body:
         return Body(fn(stored), name, True)
     except _Missing as e:
         return Body(stored, name, False, f"{name} body shown as stored: {e}")
+    except _TooBig as e:
+        return Body(stored, name, False, f"{name} body {e}; shown as stored")
     except Exception as e:  # noqa: BLE001 - any decoder failure is a note about this message, never a crash
         return Body(stored, name, False, f"{name} stream is corrupt ({_why(e)}); body shown as stored")
 
@@ -67,8 +69,12 @@ def _why(e: Exception) -> str:
     return " ".join(text.split())[:160]
 
 
+class _TooBig(Exception):
+    pass
+
+
 def _too_big():
-    return ValueError(f"decompresses to more than {MAX_BODY} bytes")
+    return _TooBig(f"decompresses to more than {MAX_BODY} bytes")
 
 
 def _zlib(data: bytes) -> bytes:
@@ -106,15 +112,19 @@ def _zstd(data: bytes) -> bytes:
     except ImportError:
         raise _Missing("the zstandard module is not installed (pip install 'rmqctl[compression]')") from None
     # ZstdInputStream reads frame after frame to the end of the input
-    out, rest = bytearray(), data
-    while rest:
+    # (fed 4 KiB at a time: decompressobj has no output bound, and the bound is checked between feeds)
+    out, rest = bytearray(), memoryview(data)
+    while len(rest):
         d = zstandard.ZstdDecompressor().decompressobj()
-        out += d.decompress(rest)
-        if len(out) > MAX_BODY:
-            raise _too_big()
+        pos = 0
+        while not d.eof and pos < len(rest):
+            out += d.decompress(rest[pos:pos + 4096])
+            pos += 4096
+            if len(out) > MAX_BODY:
+                raise _too_big()
         if not d.eof:
             raise ValueError("truncated zstd frame")
-        rest = d.unused_data
+        rest = memoryview(d.unused_data + bytes(rest[pos:]))
     return bytes(out)
 
 

@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -82,14 +82,20 @@ def _begun_ms(rec: J.OpRecord) -> int | None:
 
 
 def _undo_in_progress(store: Path, rec: J.OpRecord) -> bool:
-    """A committed op some entries of which are restored already and others not: an undo was stopped."""
+    """A committed op whose newest entry is already back as before: an undo (which restores newest first)
+    was stopped before its "undone" line. Only that one entry is checked (a whole-file hash at most), so
+    listing stays cheap with GiB files in the quarantine; when a later op happened to put the file back,
+    the journal is kept too, which errs on the safe side."""
     if rec.state != "committed" or len(rec.entries) < 2:
         return False
+    newest = next((e for e in reversed(rec.entries) if e.get("kind") != "create_dir"), None)
+    if newest is None:
+        return False
     try:
-        acts = {s.action for s in J.plan_undo(store, rec)}
+        (step,) = J.plan_undo(store, replace(rec, entries=[newest]))
     except (OSError, ValueError, KeyError):
         return False
-    return "skip" in acts and bool(acts & {"restore", "conflict"})
+    return step.action == "skip"
 
 
 def describe(store, rec: J.OpRecord, *, check_undo: bool = True) -> JournalInfo:

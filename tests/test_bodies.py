@@ -147,3 +147,22 @@ def test_export_rows_decompress():
     assert batch[0]["body"].startswith(b"lz4 frame 0") and raw[0]["body"][:4] == bytes.fromhex("04224d18")
     assert sum(r["body_note"] is not None for r in batch) == 3
     assert all(r["body_note"] is None for r in raw)
+
+
+def test_output_bound_and_concatenated_frames(monkeypatch):
+    import lz4.frame
+    import zstandard
+
+    from rmqctl import bodies
+
+    # LZ4FrameInputStream / ZstdInputStream read frame after frame to the end of the body
+    two = zstandard.ZstdCompressor().compress(b"a" * 3000) + zstandard.ZstdCompressor().compress(b"b" * 10)
+    assert body_of(two, 0x201).data == b"a" * 3000 + b"b" * 10
+    two = lz4.frame.compress(b"a" * 3000) + lz4.frame.compress(b"b" * 10)
+    assert body_of(two, 0x101).data == b"a" * 3000 + b"b" * 10
+    # a body inflating past the bound is a note, not a memory blow-up
+    monkeypatch.setattr(bodies, "MAX_BODY", 10_000)
+    for flag, packed in ((0x1, zlib.compress(bytes(1 << 20))), (0x101, lz4.frame.compress(bytes(1 << 20))),
+                         (0x201, zstandard.ZstdCompressor().compress(bytes(1 << 20)))):
+        b = body_of(packed, flag)
+        assert not b.decompressed and "more than 10000 bytes" in b.note and b.data == packed
