@@ -61,3 +61,10 @@ def test_offsets_from_delay_offset_json_are_clamped_like_the_broker(tmp_path):
     assert text.returncode == 0
     line = next(x for x in text.stdout.decode().splitlines() if x.split()[0] == "3")
     assert line.split()[1:7] == ["10s", "2", "1", "0", "2", "1"]
+
+
+def test_json_fields_are_documented_in_help():
+    rows = show(FIXTURES / "stores" / "delay-levels-v4" / "store")
+    helptext = run_cli("config", "delay", "show", "--help").stdout.decode()
+    words = {w.strip(".") for w in helptext.replace(",", " ").replace("(", " ").replace(")", " ").split()}
+    assert set(rows[1]) <= words, set(rows[1]) - words

@@ -129,3 +129,15 @@ def test_prune_converges_after_kill_at_every_step(tmp_path):
     root = F.copy_store(base, tmp_path / "last")
     code, _, _ = cli("quarantine", "prune", root, "--keep", "1", env={KILL: str(steps + 1)})
     assert code == 1 and journals(root) == want[1]
+
+
+def test_json_fields_are_documented_in_help(tmp_path):
+    root = store_with_ops(tmp_path, 2)
+    for cmd, rows in ((["list"], listing(root)),
+                      (["prune"], [json.loads(cli("quarantine", "prune", root, "--keep", "1", "--dry-run",
+                                                  "--json")[1])])):
+        _, helptext, _ = cli("quarantine", *cmd, "--help")
+        words = {w.strip(".") for w in helptext.replace(",", " ").replace("(", " ").replace(")", " ").split()}
+        for r in rows:
+            assert r["schema"] == f"rmqctl.quarantine-{cmd[0]}/1"
+            assert set(r) <= words, set(r) - words
