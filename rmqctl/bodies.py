@@ -93,16 +93,27 @@ def _lz4(data: bytes) -> bytes:
         import lz4.frame
     except ImportError:
         raise _Missing("the lz4 module is not installed (pip install 'rmqctl[compression]')") from None
-    # LZ4FrameInputStream reads frame after frame to the end of the input
-    out, rest = bytearray(), data
+    # LZ4FrameInputStream reads frame after frame to the end of the input. LZ4 expands at most ~255x:
+    # a short input is decompressed in one call; a long one is fed 4 KiB at a time under the bound.
+    out, rest = bytearray(), bytes(data)
     while rest:
-        d = lz4.frame.LZ4FrameDecompressor()
-        out += d.decompress(rest, max_length=MAX_BODY + 1 - len(out))
-        if len(out) > MAX_BODY:
-            raise _too_big()
+        if len(rest) * 256 <= MAX_BODY - len(out):
+            try:
+                got, n = lz4.frame.decompress(rest, return_bytes_read=True)
+            except RuntimeError as e:
+                raise ValueError("truncated lz4 frame" if "incomplete" in str(e) else str(e)) from None
+            out += got
+            rest = rest[n:]
+            continue
+        d, pos = lz4.frame.LZ4FrameDecompressor(), 0
+        while not d.eof and pos < len(rest):
+            out += d.decompress(rest[pos:pos + 4096])
+            pos += 4096
+            if len(out) > MAX_BODY:
+                raise _too_big()
         if not d.eof:
             raise ValueError("truncated lz4 frame")
-        rest = d.unused_data
+        rest = d.unused_data + rest[pos:]
     return bytes(out)
 
 
