@@ -395,7 +395,8 @@ CODES: dict[str, Code] = {
     # -- timer, compaction -----------------------------------------------------------------------
     "timer.timerlog_size": Code(
         "a zero-length timerlog file",
-        "fails to map it",
+        "deletes it when it is the last file (MappedFileQueue.doLoad); any other one of the wrong size "
+        "makes load() fail",
         "move the empty file out of timerlog/ (with the broker stopped)"),
     "timer.timerwheel_size": Code(
         "the timerwheel is not of the configured size",
