@@ -106,7 +106,7 @@ CODES: dict[str, Code] = {
         "give the broker's mappedFileSizeCommitLog with --broker-config; otherwise restore the file"),
     "commitlog.file_size": Code(
         "a commitlog file is not of the configured file size",
-        "refuses to load a file of another size (load() fails)",
+        "refuses to load a file of another size (load() fails); 5.x deletes a zero-length last file instead",
         "give the right mappedFileSizeCommitLog with --broker-config; a truncated last file: " + _RECOVER),
     "commitlog.preallocated": Code(
         "empty pre-allocated commitlog files follow the last written one",
