@@ -67,6 +67,8 @@ def test_prune_keep_and_older_than(tmp_path):
     assert code == 0 and journals(root) == before          # all are seconds old
     code, out, _ = cli("quarantine", "prune", root, "--older-than", "banana")
     assert code == 2
+    code, _, err = cli("quarantine", "prune", tmp_path, "--keep", "0")    # not a store: no lock made there
+    assert code == 2 and "not a store" in err and not (tmp_path / "lock").exists()
     code, out, err = cli("quarantine", "prune", root, "--keep", "1", "--json")
     assert code == 1, err
     res = json.loads(out)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from rmqctl.cli.options import json_option
+from rmqctl.cli.options import json_option, require_store
 from rmqctl.status import Exit
 
 
@@ -58,7 +58,7 @@ def list_cmd(store, as_json):
     """
     from rmqctl.quarantine import list_journals
 
-    infos = list_journals(store)
+    infos = list_journals(require_store(store))
     out = sys.stdout
     if as_json:
         for i in infos:
@@ -103,6 +103,7 @@ def prune(store, older_than, keep, dry_run, as_json):
     """
     from rmqctl import quarantine as Q
 
+    require_store(store)
     older = Q.parse_duration(older_than) if older_than is not None else None
     if older is None and keep is None:
         from rmqctl.errors import UsageError
