@@ -199,11 +199,23 @@ def _files_section() -> str:
     return ".SH FILES\nThe store layout, from the schemas rmqctl reads (field docs of formats/):\n.nf\n" + _esc(body) + "\n.fi"
 
 
+def _extra_section(full: str) -> str:
+    """Sections a command's page carries beyond its help (verify: the finding codes)."""
+    if full == "rmqctl-verify":
+        from rmqctl.check.codes import man_section
+
+        return ".SH FINDING CODES\n.nf\n" + _esc(man_section()) + "\n.fi"
+    return ""
+
+
 def pages() -> dict[str, str]:
     from rmqctl.cli import cli
 
     help_names = list(cli.context_settings.get("help_option_names", ["--help"]))  # inherited by all
-    out = {"rmqctl.1": _page("rmqctl", cli, help_names, _output_section() + "\n" + _files_section()
+    from rmqctl.cli.completion import HOWTO
+
+    completion = ".SH SHELL COMPLETION\n.nf\n" + _esc(HOWTO) + "\n.fi\n"
+    out = {"rmqctl.1": _page("rmqctl", cli, help_names, _output_section() + "\n" + completion + _files_section()
                              + "\n.SH SEE ALSO\n" + ", ".join(
         f"rmqctl\\-{n}(1)" for n in sorted(cli.list_commands(click.Context(cli)))))}
 
@@ -212,7 +224,7 @@ def pages() -> dict[str, str]:
         for name in sorted(group.list_commands(ctx)):
             cmd = group.get_command(ctx, name)
             full = f"{prefix}-{name}"
-            out[f"{full}.1"] = _page(full, cmd, help_names)
+            out[f"{full}.1"] = _page(full, cmd, help_names, _extra_section(full))
             if isinstance(cmd, click.Group):
                 walk(full, cmd)
 

@@ -29,7 +29,17 @@ def body_value(body: bytes, mode: str):
     return body.decode("utf-8", errors="backslashreplace")
 
 
-def message_dict(r, body: str = "base64", schema: str = "rmqctl.dump/1") -> dict:
+def _body(r, raw_body: bool):
+    """(bytes to show, Body or None): a compressed body decompressed unless raw_body (rmqctl.bodies)."""
+    if not r.sys_flag & 1:
+        return r.body, None
+    from rmqctl.bodies import body_of
+
+    b = body_of(r.body, r.sys_flag, raw_body)
+    return b.data, b
+
+
+def message_dict(r, body: str = "base64", raw_body: bool = False, schema: str = "rmqctl.dump/1") -> dict:
     """The JSON object of one message record (fields declared in rmqctl.schemas)."""
     d = {
         "schema": schema,
@@ -59,9 +69,14 @@ def message_dict(r, body: str = "base64", schema: str = "rmqctl.dump/1") -> dict
         d["physical_offset_field"] = r.physical_offset
     if r.prop_crc is not None:
         d["property_crc_ok"] = r.prop_crc
+    data, b = _body(r, raw_body)
     if body != "none":
         d["body_encoding"] = body
-        d["body"] = body_value(r.body, body)
+        d["body"] = body_value(data, body)
+    if b is not None:
+        from rmqctl.bodies import extra_fields
+
+        d.update(extra_fields(b))
     return d
 
 
@@ -69,7 +84,7 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _B64 = {"base64", "hex", "none"}
 
 
-def message_json(r, body: str = "base64", _topic_cache={}, schema: str = "rmqctl.dump/1") -> str:
+def message_json(r, body: str = "base64", raw_body: bool = False, _topic_cache={}, schema: str = "rmqctl.dump/1") -> str:
     """jsonl(message_dict(r, body)) built without the intermediate dict: the dump --json hot path.
     tests/test_render.py proves both give identical lines."""
     topic = _topic_cache.get(r.topic)
@@ -95,9 +110,14 @@ def message_json(r, body: str = "base64", _topic_cache={}, schema: str = "rmqctl
         parts += [',"physical_offset_field":', str(r.physical_offset)]
     if r.prop_crc is not None:
         parts += [',"property_crc_ok":', "true" if r.prop_crc else "false"]
+    data, b = _body(r, raw_body) if r.sys_flag & 1 else (r.body, None)
     if body != "none":
-        v = body_value(r.body, body)
+        v = body_value(data, body)
         parts += [',"body_encoding":"', body, '","body":', ('"' + v + '"') if body in _B64 else _dumps(v)]
+    if b is not None:
+        from rmqctl.bodies import extra_fields
+
+        parts += ["," + _dumps(k) + ":" + _dumps(v) for k, v in extra_fields(b).items()]
     parts.append("}")
     return "".join(parts)
 
@@ -111,7 +131,7 @@ def fmt_time(ms: int) -> str:
         return str(ms)
 
 
-def message_text(r, body: str = "text", max_body: int = 200) -> str:
+def message_text(r, body: str = "text", max_body: int = 200, raw_body: bool = False) -> str:
     """Readable multi-line rendering of one message (every value from the record is escaped)."""
     props = {k: v for k, v in r.properties.items()}
     tx = TRANSACTION_TYPE_NAMES[r.sys_flag & 0xC]
@@ -130,11 +150,17 @@ def message_text(r, body: str = "text", max_body: int = 200) -> str:
         if CRC32_PROPERTY in props:
             shown += f", {CRC32_PROPERTY}={escape(props[CRC32_PROPERTY])}" + (" (BAD)" if r.prop_crc is False else "")
         lines.append(f"  properties {shown}")
+    data, b = _body(r, raw_body)
+    size = str(r.body_length)
+    if b is not None:
+        size += f" {b.compression}" + (f" -> {len(data)}" if b.decompressed else ", as stored")
     if body != "none":
-        v = body_value(r.body, body)
+        v = body_value(data, body)
         if body == "text" and len(v) > max_body:
-            v = v[:max_body] + f"... ({r.body_length} bytes)"
-        lines.append(f"  body[{r.body_length}] {escape(v)}")
+            v = v[:max_body] + f"... ({len(data)} bytes)"
+        lines.append(f"  body[{size}] {escape(v)}")
+    if b is not None and b.note:
+        lines.append(f"  note: {escape(b.note)}")
     return "\n".join(lines)
 
 

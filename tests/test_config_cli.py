@@ -187,7 +187,12 @@ def test_delay_show_set(cli, real_store):
     assert code == 0, err
     assert (real_store / "config/delayOffset.json").read_bytes() == b'{\n\t"offsetTable":{3:12\n\t}\n}'
     code, out, _ = cli("config", "delay", "show", real_store, "--json")
-    assert json.loads(out) == {"schema": "rmqctl.config-delay-show/1", "level": 3, "queue": 2, "offset": 12, "delay_ms": 10000, "max": None, "lag": None}
+    rows = {r["level"]: r for r in map(json.loads, out.splitlines())}
+    assert sorted(rows) == list(range(1, 19))           # the broker's 18 default levels
+    assert {k: rows[3][k] for k in ("schema", "queue", "offset", "delay", "delay_ms", "max", "pending")} == {
+        "schema": "rmqctl.config-delay-show/1", "queue": 2, "offset": 12, "delay": "10s", "delay_ms": 10000,
+        "max": None, "pending": 0}
+    assert rows[4]["offset"] is None
 
 
 def test_every_command_has_an_example(cli):

@@ -37,7 +37,7 @@ def test_every_message_decodes_like_the_broker(cli, d):
     if not cdir.is_dir():  # git keeps no empty directories: the "empty" fixtures lose commitlog/ in a clone
         assert broker == {}
         return
-    code, out, err = cli("dump", cdir, "--json", "--body", "base64", "--broker-config", _conf(d, m))
+    code, out, err = cli("dump", cdir, "--json", "--body", "base64", "--raw-body", "--broker-config", _conf(d, m))
     assert code == 0, err
     ours = [json.loads(x) for x in out.splitlines()]
     msgs = {x["physical_offset"]: x for x in ours if x["kind"] == "message"}

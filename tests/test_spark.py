@@ -122,13 +122,13 @@ def test_export_parquet_roundtrip_every_fixture(spark, tmp_path):
     from rmqctl.spark.dataset import MESSAGE_COLUMNS, Dataset
     from rmqctl.spark.export import export
 
-    ds = Dataset.open(spark, _refs(), body=True)
+    ds = Dataset.open(spark, _refs(), body="raw")    # stored bodies: the oracle's body_b64 is not decompressed
     res = export(ds, str(tmp_path / "out"), "parquet")
     table = pq.read_table(str(tmp_path / "out"))
-    cols = [c for c, _ in MESSAGE_COLUMNS] + ["body"]
+    cols = [c for c, _ in MESSAGE_COLUMNS] + ["body", "body_note"]
     assert table.column_names == cols
     got = sorted(_norm_row(r[c] for c in cols) for r in table.to_pylist())
-    want = sorted(_norm_row(r) for fx in FIXTURES for r in _local_rows(fx.name, fx / "store", body=True))
+    want = sorted(_norm_row(r) for fx in FIXTURES for r in _local_rows(fx.name, fx / "store", body="raw"))
     assert res["messages"] == len(want) == len(got)
     assert got == want
     # and against the broker's own decoder, field by field
@@ -242,7 +242,7 @@ def test_cli_stats_and_export(cli, spark, tmp_path):
     assert sorted(g["physical_offset"] for g in got) == sorted(r[4] for r in want)
     g0 = min(got, key=lambda g: g["physical_offset"])
     w0 = min(want, key=lambda r: r[4])
-    assert base64.b64decode(g0["body"]) == w0[-1] and g0["properties"] == w0[-2]
+    assert base64.b64decode(g0["body"]) == w0[-2] and g0["properties"] == w0[-3] and g0["body_note"] == w0[-1]
     # --key
     code, out, err = cli("export", str(store), "--out", str(tmp_path / "k"), "--key", "k7", "--json")
     assert code == 0, err
@@ -338,7 +338,7 @@ def test_direct_parquet_export_after_rerun(spark, tmp_path):
     assert ds.runs == 2
     want = sorted(_norm_row(r) for r in _local_rows("bad", bad, body=True))
     table = pq.read_table(str(tmp_path / "out"))
-    cols = [c for c, _ in MESSAGE_COLUMNS] + ["body"]
+    cols = [c for c, _ in MESSAGE_COLUMNS] + ["body", "body_note"]
     got = sorted(_norm_row(r[c] for c in cols) for r in table.to_pylist())
     assert res["messages"] == len(got) == len(want) > 0 and got == want
     assert sorted(os.listdir(tmp_path / "out")) == sorted(["_SUCCESS"] + [os.path.basename(p) for p in res["files"]])

@@ -61,14 +61,14 @@ def _norm(v):
 def _arrow_rows(path, name="s", flt=None, split_size=None, window=None):
     """Every row the batch path gives for a store: planned splits, statuses chained like the driver."""
     from rmqctl.spark.batches import split_arrow
-    from rmqctl.spark.dataset import BODY_COLUMN, MESSAGE_COLUMNS
+    from rmqctl.spark.dataset import message_columns
     from rmqctl.spark.plan import parse_store_args, plan_local, resolve
     from rmqctl.store.layout import Store
 
     store = Store.open(path)
     files = [(str(f.path), f.start, f.size) for f in store.commitlog.files]
     ref = parse_store_args([f"{name}={path}"])[0]
-    cols = MESSAGE_COLUMNS + [BODY_COLUMN]
+    cols = message_columns(body=True)
     cfg = {"delay_levels": tuple(store.config.delay_levels)}
     plan = plan_local([ref], {name: files}, split_size=split_size)
     opts = {"window": window} if window else {}

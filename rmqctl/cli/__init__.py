@@ -28,6 +28,7 @@ COMMANDS = {
     "diff": ("rmqctl.cli.diff_cmd", "diff", "Compare two replicas (master/slave, backups): common prefix, verdict."),
     "reclaim": ("rmqctl.cli.reclaim_cmd", "reclaim", "Free disk space: expire consumed commitlog files like the broker."),
     "replay": ("rmqctl.cli.replay_cmd", "replay", "Send exported messages back into a running cluster (gRPC proxy)."),
+    "quarantine": ("rmqctl.cli.quarantine_cmd", "quarantine", "List and prune the repair journals in rmqctl-quarantine/."),
 }
 
 

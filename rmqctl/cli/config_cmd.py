@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from rmqctl import fastjson
+from rmqctl.cli.completion import complete_group, complete_topic
 from rmqctl.cli.options import resolve_time, utc_option
 from rmqctl.config import edit as ed
 from rmqctl.config.files import EMPTY, FAIL, KINDS, LOAD_MAIN, Loaded, config_dir_of, load_config, locate
@@ -445,8 +446,8 @@ def offsets():
 
 @offsets.command("show")
 @click.argument("store", type=click.Path(path_type=Path))
-@click.option("--group", "-g", help="Only this consumer group.")
-@click.option("--topic", "-t", help="Only this topic.")
+@click.option("--group", "-g", help="Only this consumer group.", shell_complete=complete_group)
+@click.option("--topic", "-t", help="Only this topic.", shell_complete=complete_topic)
 @json_option
 def offsets_show(store, group, topic, as_json):
     """Committed offsets per group/topic/queue, with the queue's min/max offset and the lag
@@ -474,8 +475,8 @@ def offsets_show(store, group, topic, as_json):
 
 @offsets.command("set")
 @click.argument("store", type=click.Path(path_type=Path))
-@click.option("--group", "-g", required=True)
-@click.option("--topic", "-t", required=True)
+@click.option("--group", "-g", required=True, shell_complete=complete_group)
+@click.option("--topic", "-t", required=True, shell_complete=complete_topic)
 @click.option("--queue", "-q", type=int, required=True, help="Queue id.")
 @click.option("--offset", "offset", type=int, required=True, help="Next logical offset to consume.")
 @click.option("--strict", is_flag=True, help="Refuse (exit 4) an offset outside the queue's [min, max] in this store.")
@@ -505,8 +506,8 @@ def offsets_set(store, group, topic, queue, offset, strict, dry_run, force, as_j
 
 @offsets.command("reset")
 @click.argument("store", type=click.Path(path_type=Path))
-@click.option("--group", "-g", required=True)
-@click.option("--topic", "-t", required=True)
+@click.option("--group", "-g", required=True, shell_complete=complete_group)
+@click.option("--topic", "-t", required=True, shell_complete=complete_topic)
 @click.option("--to-earliest", "mode", flag_value="earliest", help="Each queue's min offset.")
 @click.option("--to-latest", "mode", flag_value="latest", help="Each queue's max offset (skip everything).")
 @click.option("--to-time", "-s", "when", metavar="TIME",
@@ -553,7 +554,7 @@ def offsets_reset(store, group, topic, mode, when, utc, broker_version, dry_run,
 @click.argument("store", type=click.Path(path_type=Path))
 @click.option("--from", "src", required=True, help="Source group.")
 @click.option("--to", "dst", required=True, help="Destination group.")
-@click.option("--topic", "-t", help="Only this topic.")
+@click.option("--topic", "-t", help="Only this topic.", shell_complete=complete_topic)
 @write_options
 @json_option
 def offsets_clone(store, src, dst, topic, dry_run, force, as_json):
@@ -841,32 +842,53 @@ def delay():
 
 @delay.command("show")
 @click.argument("store", type=click.Path(path_type=Path))
+@click.option("--broker-config", type=click.Path(dir_okay=False, exists=True), envvar="RMQCTL_BROKER_CONFIG",
+              help="broker.conf (or JSON) whose messageDelayLevel names the levels [default: the broker's "
+                   "18 levels, 1s ... 2h; env RMQCTL_BROKER_CONFIG].")
 @json_option
-def delay_show(store, as_json):
-    """Delay levels with their offset, the schedule queue's max offset and the backlog.
+def delay_show(store, broker_config, as_json):
+    """Per delay level: delayOffset.json's offset beside the SCHEDULE_TOPIC_XXXX queue it drives.
+
+    For level L (queue L-1): OFFSET is delayOffset.json's entry (empty: absent, the broker starts at 0),
+    MIN/MAX the queue's offsets, PENDING the messages from where the broker resumes (OFFSET clamped to
+    [MIN, MAX], as its delivery task does) to MAX, EARLIEST/LATEST the due times of those messages (the
+    units' tagsCode: store time + the level's delay), in UTC.
+
+    --json: JSON Lines, one object per level: schema ("rmqctl.config-delay-show/1"), level, delay,
+    delay_ms, queue, offset (null when absent), min, max, start, pending, earliest_due_ms,
+    latest_due_ms (null without a queue or pending message).
 
     \b
     Example:
-      rmqctl config delay show /data/rocketmq/store --json
+      rmqctl config delay show /data/rocketmq/store
+      rmqctl config delay show /data/rocketmq/store --json --broker-config /etc/rocketmq/broker.conf
     """
-    from rmqctl.config import delay as dl
+    from rmqctl.config.delay_pending import level_rows
+    from rmqctl.render import fmt_time
+    from rmqctl.store.config import StoreConfig
 
-    ld = _load_for_read(store, "delayOffset")
-    _status_to_stderr(ld)
+    ld = load_config(locate(store, "delayOffset"))
+    absent = ld.main.status == "missing" and ld.bak.status == "missing"
+    if ld.verdict == FAIL or (ld.verdict == EMPTY and not absent):
+        raise ProblemsFound(ld.problem(), path=ld.target.path)
+    if absent:   # a store whose broker never persisted delay offsets: every level starts at 0
+        warn(f"{ld.target.path}: missing, and no .bak: the broker starts every delay level at offset 0")
+    else:
+        _status_to_stderr(ld)
     st = _open_store(ld.target.store)
-    levels = getattr(getattr(st, "config", None), "delay_levels", None)
-    if levels is None:
-        from rmqctl.store.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
-
-        levels = parse_delay_levels(DEFAULT_DELAY_LEVELS)
-    rs = dl.rows(ld.doc, st, levels)
+    levels = StoreConfig.from_file(broker_config).delay_levels if broker_config else StoreConfig().delay_levels
+    rs = level_rows(None if absent else ld.doc, st, levels)
     if as_json:
         for r in rs:
-            _emit_json(r)
+            _emit_json({"schema": "rmqctl.config-delay-show/1", **r})
     else:
-        _table(["LEVEL", "DELAY_MS", "QUEUE", "OFFSET", "MAX", "BACKLOG"],
-               [[r["level"], r["delay_ms"], r["queue"], r["offset"], r["max"], r["lag"]] for r in rs])
-    return _exit_for(ld)
+        def due(ms):
+            return None if ms is None else fmt_time(ms)
+
+        _table(["LEVEL", "DELAY", "QUEUE", "OFFSET", "MIN", "MAX", "PENDING", "EARLIEST_DUE", "LATEST_DUE"],
+               [[r["level"], r["delay"], r["queue"], r["offset"], r["min"], r["max"], r["pending"],
+                 due(r["earliest_due_ms"]), due(r["latest_due_ms"])] for r in rs])
+    return Exit.OK if absent else _exit_for(ld)
 
 
 @delay.command("set")

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from rmqctl import dumping
+from rmqctl.cli.completion import complete_topic
 from rmqctl.cli.options import body_option, build_store_config, json_option, store_config_options
 from rmqctl.errors import FormatError, UsageError
 from rmqctl.render import json_line, message_json, message_text
@@ -23,13 +24,13 @@ from rmqctl.terminal import escape
 @click.option("--count", type=click.IntRange(min=0), default=None, help="Print at most N records/units.")
 @click.option("--offset", type=click.IntRange(min=0), default=None,
               help="commitlog: start at this physical offset (must be a record start).")
-@click.option("--topic", help="commitlog: only messages of this topic.")
+@click.option("--topic", help="commitlog: only messages of this topic.", shell_complete=complete_topic)
 @click.option("--queue", type=int, help="commitlog: only messages of this queue id.")
 @click.option("--slots", is_flag=True, help="index: also list the non-empty hash slots.")
 @click.option("--no-crc", is_flag=True, help="commitlog: do not check body CRCs.")
 @click.option("--explain", is_flag=True, help="Print the byte layout of the file kind (from the schema) and exit.")
 @store_config_options
-def dump(paths, kind, as_json, body, skip, count, offset, topic, queue, slots, no_crc, explain, broker_config,
+def dump(paths, kind, as_json, body, raw_body, skip, count, offset, topic, queue, slots, no_crc, explain, broker_config,
          index_slots, index_items):
     """Print store files as readable lines, or as JSON Lines with --json.
 
@@ -46,6 +47,9 @@ def dump(paths, kind, as_json, body, skip, count, offset, topic, queue, slots, n
     timerwheel_slot, checkpoint, timercheck, abort, lock, config, store (a whole store), and a
     "trailer" ending every file (valid_bytes, trailing: none|zeros|blank|end_filler|invalid, trailing_bytes, and
     "problem" when damaged). Every field of every kind: FIELDS in man rmqctl-dump.
+    A compressed body (SYSFLAG 0x1) is shown decompressed (--raw-body: as stored) and adds
+    body_compression (zlib|lz4|zstd|unknown(N)), body_decompressed (bool), body_decompressed_length,
+    and body_note when it could not be decompressed (unknown type, corrupt stream: shown as stored).
 
     \b
     Example:
@@ -67,7 +71,7 @@ def dump(paths, kind, as_json, body, skip, count, offset, topic, queue, slots, n
         raise UsageError("missing PATH (a store file, a directory of them, or a store root)")
     cfg = build_store_config(broker_config, index_slots, index_items)
     body = body or ("base64" if as_json else "text")
-    emit = _Emitter(as_json, body)
+    emit = _Emitter(as_json, body, raw_body)
     problems, errors = [], []
     for path in map(Path, paths):
         try:
@@ -184,8 +188,8 @@ def _records(f: Path, kind: str, cfg, *, skip, count, offset, topic, queue, slot
 
 
 class _Emitter:
-    def __init__(self, as_json: bool, body: str):
-        self.as_json, self.body = as_json, body
+    def __init__(self, as_json: bool, body: str, raw_body: bool = False):
+        self.as_json, self.body, self.raw_body = as_json, body, raw_body
         self.out = sys.stdout
         self.first = True
 
@@ -194,11 +198,11 @@ class _Emitter:
             tag, val = item
             if tag == "message":
                 if self.as_json:
-                    self.out.write(message_json(val, self.body) + "\n")
+                    self.out.write(message_json(val, self.body, self.raw_body) + "\n")
                 else:
                     if not self.first:
                         self.out.write("\n")
-                    self.out.write(message_text(val, self.body) + "\n")
+                    self.out.write(message_text(val, self.body, raw_body=self.raw_body) + "\n")
                 self.first = False
                 return
             item = val

@@ -19,6 +19,9 @@ def report_json_option(f):
 
 
 def body_option(f):
+    f = click.option("--raw-body", is_flag=True,
+                     help="Show compressed bodies (SYSFLAG 0x1: zlib, lz4, zstd) as stored instead of "
+                          "decompressed.")(f)
     return click.option("--body", type=click.Choice(BODY_MODES), default=None,
                         help="How to print message bodies [default: text on a terminal, base64 with --json].")(f)
 

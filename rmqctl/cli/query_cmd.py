@@ -5,6 +5,7 @@ import sys
 
 import click
 
+from rmqctl.cli.completion import complete_topic
 from rmqctl.cli.options import (body_option, build_store_config, json_option, require_store, resolve_time,
                                 store_config_options, utc_option)
 from rmqctl.errors import UsageError
@@ -15,7 +16,8 @@ from rmqctl.status import Exit
 @click.argument("store_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--phys-offset", type=int, help="The message at this commitlog offset.")
 @click.option("--msg-id", "-i", help="An offsetMsgId (store host + port + commitlog offset, 32 or 56 hex chars).")
-@click.option("--topic", "-t", help="Topic for --key/--uniq-key/--offset/--time, or alone with --begin/--end.")
+@click.option("--topic", "-t", help="Topic for --key/--uniq-key/--offset/--time, or alone with --begin/--end.",
+              shell_complete=complete_topic)
 @click.option("--queue", "-q", type=click.IntRange(min=0), help="Queue id for --offset/--time (or to narrow a time range).")
 @click.option("--offset", "-o", type=click.IntRange(min=0), help="Logical queue offset (needs --topic, --queue).")
 @click.option("--key", "-k", help="A message key (KEYS), looked up in the index files (needs --topic).")
@@ -39,7 +41,7 @@ from rmqctl.status import Exit
 @store_config_options
 @click.pass_context
 def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_key, time, begin, end, count,
-          max_num, broker_version, scan, as_json, body, broker_config, index_slots, index_items, utc):
+          max_num, broker_version, scan, as_json, body, raw_body, broker_config, index_slots, index_items, utc):
     """Find messages by commitlog offset, message id, queue offset, key, unique key or store time.
 
     Each kind of lookup goes through the file the broker itself would use and reads only what it points
@@ -51,8 +53,9 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     relative to now (-2h, -30m, -7d); a time without a zone is local time (TZ; --utc for UTC). The
     resolved instant is echoed on stderr in UTC and epoch milliseconds.
 
-    Output is what `rmqctl dump` prints for a message; --json gives JSON Lines ("schema":
-    "rmqctl.query/1", the fields of dump's messages; FIELDS in man rmqctl-query).
+    Output is what `rmqctl dump` prints for a message (compressed bodies decompressed unless --raw-body);
+    --json gives JSON Lines ("schema": "rmqctl.query/1", the fields of dump's messages; FIELDS in man
+    rmqctl-query).
     Exit status: 0 when the query ran, whether or not anything matched ("no message matched" goes to
     stderr, stdout stays empty); 2 for a bad id, offset, time or option combination; 4 when damaged
     input was met on the way (bad CRC, a consume queue or index pointing nowhere, a looping index chain)
@@ -131,9 +134,9 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
         sid = schema_id("query")
         for r in it:
             if as_json:
-                w(message_json(r, body, schema=sid) + "\n")
+                w(message_json(r, body, raw_body, schema=sid) + "\n")
             else:
-                w(("\n" if found else "") + message_text(r, body=body) + "\n")
+                w(("\n" if found else "") + message_text(r, body=body, raw_body=raw_body) + "\n")
             found += 1
         sys.stdout.flush()
         s = q.stats

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from rmqctl.cli.completion import complete_topic
 from rmqctl.cli.options import require_store
 from rmqctl.errors import UsageError
 
@@ -131,7 +132,7 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_a
 @click.command(epilog=RECOVER_EXITS)
 @click.argument("what", type=click.Choice(["cq", "index"]))
 @click.argument("store_dir", type=click.Path(file_okay=False))
-@click.option("--topic", help="Only this topic's consume queues (cq).")
+@click.option("--topic", help="Only this topic's consume queues (cq).", shell_complete=complete_topic)
 @click.option("--queue", type=int, help="Only this queue id (cq).")
 @click.option("--dry-run", is_flag=True, help="Build in a temporary folder and list what would change.")
 @click.option("--json", "as_json", is_flag=True, help="The plan and the outcome as one JSON object.")

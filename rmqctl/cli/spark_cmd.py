@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from rmqctl.cli.completion import complete_topic
 from rmqctl.cli.options import report_json_option, require_store, resolve_time, utc_option
 from rmqctl.cli.salvage_cmd import unconsumed_options
 from rmqctl.errors import UsageError
@@ -31,7 +32,8 @@ def spark_options(f):
 
 
 def filter_options(f):
-    f = click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).")(f)
+    f = click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).",
+                     shell_complete=complete_topic)(f)
     f = click.option("--queue", "queues", type=int, multiple=True, help="Only this queue id (repeatable).")(f)
     f = click.option("--key", "keys", multiple=True, help="Only messages with this KEYS entry or UNIQ_KEY (repeatable).")(f)
     f = click.option("--begin", help="Store time >= this (epoch ms, ISO 8601, yyyy-MM-dd#HH:mm:ss:SSS, now, "
@@ -229,7 +231,9 @@ def _print_stats(result, show_queues):
 @click.option("--out", required=True, help="Output directory (local path or a Hadoop URI such as s3a://b/p).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
 @click.option("--body/--no-body", default=True, show_default=True,
-              help="Include message bodies (binary in Parquet, base64 in JSON Lines).")
+              help="Include message bodies (binary in Parquet, base64 in JSON Lines), compressed ones "
+                   "(SYSFLAG 0x1) decompressed, with a body_note column saying why one could not be.")
+@click.option("--raw-body", is_flag=True, help="Bodies as stored (compressed ones not decompressed).")
 @click.option("--partition-by", type=click.Choice(["store", "topic", "queue_id"]), multiple=True,
               help="Hive-style output partitions (repeatable, in order).")
 @click.option("--files", type=click.IntRange(min=1), default=None, help="Write at most N files.")
@@ -238,12 +242,12 @@ def _print_stats(result, show_queues):
 @unconsumed_options
 @report_json_option
 @click.pass_context
-def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, io, split_size, broker_config,
+def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files, master, io, split_size, broker_config,
            no_crc, topics, queues, keys, begin, end, tx_types, utc, unconsumed, group, no_offset, engine, as_json):
     """Export messages to Parquet or JSON Lines with the documented messages schema (store, topic,
     queue_id, queue_offset, physical_offset, size, sys_flag, transaction_type, tags, tags_code,
     keys, uniq_key, msg_id, born/store timestamps (ms) and hosts, reconsume_times, body_crc_ok,
-    properties, body). Readable by pandas/pyarrow, DuckDB and Spark. Read-only on the store.
+    properties, body, body_note). Readable by pandas/pyarrow, DuckDB and Spark. Read-only on the store.
 
     \b
     Example:
@@ -269,7 +273,8 @@ def export(ctx, stores, fmt, out, overwrite, body, partition_by, files, master, 
         from rmqctl.spark.export import export as run_export
 
         flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
-        ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=body)
+        ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc,
+                      body="raw" if body and raw_body else body)
         res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
                          files=files)
     if as_json:

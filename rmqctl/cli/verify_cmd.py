@@ -49,6 +49,8 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
 
     Commitlog offsets are absolute (file start + position); other offsets are byte positions in
     FILE. Warnings (abort present, lock held, .bak in use) also exit 4: an operator must know.
+    CHECK is a stable code (commitlog.body_crc, cq.behind, ...): FINDING CODES in man rmqctl-verify
+    says, for each, what it means, what the broker will do with the store, and what to run.
 
     \b
     Example:

@@ -232,7 +232,8 @@ def _take(bt, keep: np.ndarray):
                           if isinstance(getattr(bt, f.name), np.ndarray)})
 
 
-def to_arrow(bt, store: str, delay_levels, *, crc_checked: bool, columns, flt=None) -> pa.RecordBatch | None:
+def to_arrow(bt, store: str, delay_levels, *, crc_checked: bool, columns, flt=None,
+             raw_body: bool = False) -> pa.RecordBatch | None:
     """One kernel Batch -> a RecordBatch with `columns` [(name, spark type)] (a subset/order of the
     messages schema), after the filter. None when no row remains."""
     if flt:
@@ -316,8 +317,22 @@ def to_arrow(bt, store: str, delay_levels, *, crc_checked: bool, columns, flt=No
             code = pa.array(code, pa.int64())
         return code
 
-    def body():
-        return _spans(rawbuf, bt.body_rel, bt.body_rel + bt.body_length)
+    def bodies():
+        """(body, body_note): compressed bodies (SYSFLAG 0x1) decompressed row by row (rmqctl.bodies)."""
+        if "body" not in cache:
+            arr = _spans(rawbuf, bt.body_rel, bt.body_rel + bt.body_length)
+            notes = pa.nulls(n, pa.string())
+            flagged = np.flatnonzero(bt.sys_flag & 1).tolist()
+            if flagged and not raw_body:
+                from rmqctl.bodies import body_of
+
+                vals, texts = arr.to_pylist(), [None] * n
+                for i in flagged:
+                    got = body_of(vals[i], int(bt.sys_flag[i]))
+                    vals[i], texts[i] = got.data, got.note
+                arr, notes = pa.array(vals, pa.binary()), pa.array(texts, pa.string())
+            cache["body"], cache["body_note"] = arr, notes
+        return cache["body"], cache["body_note"]
 
     i32, i64 = pa.int32(), pa.int64()
     build = {
@@ -349,7 +364,8 @@ def to_arrow(bt, store: str, delay_levels, *, crc_checked: bool, columns, flt=No
         "inner_num": lambda: props().column(INNER_NUM),
         "multi_dispatch": lambda: props().column(INNER_MULTI_DISPATCH),
         "multi_queue_offset": lambda: props().column(INNER_MULTI_QUEUE_OFFSET),
-        "body": body,
+        "body": lambda: bodies()[0],
+        "body_note": lambda: bodies()[1],
     }
     arrays = [build[name]() for name, _ in columns]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(columns))
@@ -411,7 +427,8 @@ def split_arrow(split: Split, opts: dict, cfg: dict, columns, flt=None, fd: int 
                 bt = next(gen)
             except StopIteration as e:
                 return e.value, rows
-            rb = to_arrow(bt, split.store, cfg["delay_levels"], crc_checked=crc, columns=columns, flt=flt)
+            rb = to_arrow(bt, split.store, cfg["delay_levels"], crc_checked=crc, columns=columns, flt=flt,
+                          raw_body=opts.get("body") == "raw")
             if rb is not None:
                 rows += rb.num_rows
                 yield rb

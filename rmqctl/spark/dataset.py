@@ -35,7 +35,10 @@ Messages schema (one row per message record, in commitlog order within a store):
     prepared_transaction_offset  bigint
     body_length                  int
     properties                   map<string,string>
-    body                         binary   only with body=True
+    body                         binary   only with body=True: decompressed when SYSFLAG 0x1 says compressed
+                                          (zlib, lz4, zstd; rmqctl.bodies), as stored with body="raw"
+    body_note                    string   only with body: why a compressed body is as stored (unknown
+                                          type, corrupt stream), else null
 
 Dispatch rows (kind 'cq': one per consume-queue unit, incl. LMQ targets; kind 'index': one per
 index key): store, kind, topic, queue_id, queue_offset, physical_offset, size, tags_code,
@@ -65,6 +68,7 @@ MESSAGE_COLUMNS = [
     ("properties", "map<string,string>"),
 ]
 BODY_COLUMN = ("body", "binary")
+BODY_NOTE_COLUMN = ("body_note", "string")
 DISPATCH_COLUMNS = [
     ("store", "string"), ("kind", "string"), ("topic", "string"), ("queue_id", "int"),
     ("queue_offset", "bigint"), ("physical_offset", "bigint"), ("size", "int"), ("tags_code", "bigint"),
@@ -121,7 +125,14 @@ def message_row(r, store: str, delay_levels, body: bool) -> tuple:
            [k for k in keys.split(KEY_SEPARATOR) if k] if keys else [], p.get(UNIQ_KEY),
            offset_msg_id(r.store_host_raw, r.store_port, r.physical_offset), r.born_timestamp, r.born_host,
            r.store_timestamp, r.store_host, r.reconsume_times, r.prepared_transaction_offset, r.body_length, p)
-    return row + (r.body,) if body else row
+    if not body:
+        return row
+    if not r.sys_flag & 1:
+        return row + (r.body, None)
+    from rmqctl.bodies import body_of
+
+    b = body_of(r.body, r.sys_flag, raw=body == "raw")
+    return row + (b.data, b.note)
 
 
 def dispatch_rows(r, store: str, delay_levels, enable_lmq: bool, enable_multi: bool, index_enable: bool):
@@ -194,9 +205,9 @@ EXTRA_COLUMNS = {"inner_num": "string", "multi_dispatch": "string", "multi_queue
 
 def message_columns(names=None, body: bool = False) -> list:
     """[(name, spark type)]: the full messages schema (+ body), or the named columns in that order."""
-    full = MESSAGE_COLUMNS + [BODY_COLUMN]
+    full = MESSAGE_COLUMNS + [BODY_COLUMN, BODY_NOTE_COLUMN]
     if names is None:
-        return MESSAGE_COLUMNS + ([BODY_COLUMN] if body else [])
+        return MESSAGE_COLUMNS + ([BODY_COLUMN, BODY_NOTE_COLUMN] if body else [])
     types = dict(full) | EXTRA_COLUMNS
     unknown = [n for n in names if n not in types]
     if unknown:
@@ -526,7 +537,7 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
     store = Store.open(store_path, config)
     cfg = {"delay_levels": tuple(store.config.delay_levels)}
     cols = message_columns(columns, body)
-    opts = {"check_crc": check_crc, "check_phys": True, "check_prop_crc": True}
+    opts = {"check_crc": check_crc, "check_phys": True, "check_prop_crc": True, "body": body}
     info = {"files": 0, "stop": None}
     if scan is not None:
         scan["bytes"] = sum(f.size for f in store.commitlog.files)

@@ -56,6 +56,7 @@ public final class Main {
         "  bench-recover --store DIR [--abnormal] [--conf FILE.json]",
         "  restart --store DIR [--conf FILE.json]      (in place: load/recover, start, dispatch, shutdown)",
         "  expire --store DIR [--conf FILE.json] [--hours H]   (in place: the broker's own file expiry)",
+        "  decode --records FILE.json   ({\"records\": [base64 record...]}: MessageDecoder, decompressing)",
         "  hold-lock --store DIR",
         "  compaction-write --scenario F --store DIR | compaction-read|compaction-restart --store DIR [--conf F]  (5.x)",
         "  salvage --store DIR [--conf FILE.json] [--group G]   (getMessage from each group's committed offsets)",
@@ -165,6 +166,10 @@ public final class Main {
             case "salvage": {
                 Map<String, String> o = opts(args, 1);
                 emit(Salvage.run(c, need(o, "store"), o.get("conf"), o.get("group")));
+                return 0;
+            }
+            case "decode": {
+                emit(Codecs.decode(need(opts(args, 1), "records")));
                 return 0;
             }
             case "hold-lock": {

@@ -388,7 +388,10 @@ final class Writer {
         msg.setFlag(((Number) m.getOrDefault("flag", 0)).intValue());
         int sysFlag = 0;
         byte[] b = body(m, seed);
-        if (Boolean.TRUE.equals(m.get("compressed"))) {
+        if (Boolean.TRUE.equals(m.get("compressed")) && m.get("compression") != null) {
+            b = Codecs.compress(m, b); // the broker's own Compressor (lz4, zstd, zlib)
+            sysFlag |= Codecs.flags(m);
+        } else if (Boolean.TRUE.equals(m.get("compressed"))) {
             b = zlib(b);
             sysFlag |= MessageSysFlag.COMPRESSED_FLAG;
         }
