@@ -57,6 +57,7 @@ from pathlib import Path
 from rmqctl import dispatch as D
 from rmqctl.errors import IOFailure, ProblemsFound
 from rmqctl.repair import checkpoint_write as CK
+from rmqctl.repair import batchcq as BQ
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.plan import Action, Plan
 from rmqctl.repair.rebuild_index import IndexRebuilder
@@ -335,7 +336,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     # ---- consume queues -------------------------------------------------------------------
     states = {}
     lower = scan_start
-    for topic, qid in store.queues():
+    for topic, qid in BQ.queues(store):
         st = RC.truncate_state(store, topic, qid, cut)
         st.stage_dir = ctx.staging / "cq" / topic / str(qid)
         states[(topic, qid)] = st
@@ -638,7 +639,7 @@ class _Speculation:
 
         sp = cls(store, staging, cfg)
         lower = scan_start
-        for topic, qid in store.queues():
+        for topic, qid in BQ.queues(store):
             st = RC.truncate_state(store, topic, qid, None)
             st.stage_dir = sp.dir / "cq" / topic / str(qid)
             sp.states[(topic, qid)] = st
@@ -958,7 +959,9 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                 if props is None:
                     props = VD.Props(bt)
                 codes = VD.tags_codes(bt, props, tids, topics, delay, sel)
-                if fillers:
+                if getattr(st, "batch_cq", False):
+                    st.put_rows(bt, props, sel, codes)     # one 46-byte unit per record (INNER_NUM/INNER_BASE)
+                elif fillers:
                     for j, c in zip(sel.tolist(), codes.tolist()):
                         o, sz, qo = int(offs[j]), int(sizes[j]), int(qoffs[j])
                         if st.base is not None and qo * 20 > st.end and o + sz > st.max_phys:
@@ -1128,7 +1131,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
     states: dict = {}
     untouched = []              # existing queues of skipped topics: left as they are
     if what == "cq":
-        for t, q in store.queues():
+        for t, q in BQ.queues(store):
             if (topic is None or t == topic) and (queue is None or q == queue):
                 if skip is not None and skip.skips(t):
                     untouched.append(f"{t}/{q}")
@@ -1176,7 +1179,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
                     st = states.get((t, q))
                     if st is None:
                         st = states[(t, q)] = _new_state(store, ctx.staging, t, q)
-                    st.put(r.offset, r.total_size, code, qo, ts)
+                    st.put(r.offset, r.total_size, code, qo, ts, r.properties)
             elif skip is not None and skip.skips(r.topic):
                 skip.count(r.topic)
             else:
