@@ -131,8 +131,9 @@ class BatchQueue:
             yield from self.file_units(f)
 
     # --- the broker's offsets ------------------------------------------------------------------
-    def min_offset(self) -> int:
-        """reviseMinOffsetInQueue: the first file's first unit (-1 when it has none)."""
+    def min_offset(self, commitlog_min: int | None = None) -> int:
+        """reviseMinOffsetInQueue: the first file's first unit (-1 when it has none). (commitlog_min: accepted
+        for the plain queues' signature.)"""
         if not self.files:
             return -1
         u = self.file_units(self.files[0])
@@ -176,8 +177,9 @@ class BatchQueue:
         i = _binary_search([x.base for x in u], offset)
         return u[i] if i >= 0 else None
 
-    def offset_by_time(self, ts: int) -> int:
-        """ConsumeQueueStore.getOffsetInQueueByTime(ts) (BoundaryType.LOWER) on this queue."""
+    def offset_by_time(self, ts: int, version: int = 5) -> int:
+        """ConsumeQueueStore.getOffsetInQueueByTime(ts) (BoundaryType.LOWER) on this queue (5.x only: version
+        is accepted for the plain queues' signature)."""
         r = self._offset_by_time(ts)
         r = max(r, self.min_offset())
         return min(r, self.max_offset())
