@@ -158,8 +158,8 @@ def test_per_record_feed_equals_batch_path(tmp_path):
 
 
 def test_recover_after_a_real_crash_leaves_the_brokers_bcq_files(cli, tmp_path):
-    root, manifest = _copy(tmp_path, CRASH)
-    assert F.tree_hashes(root) and (root / "abort").exists()
+    root, _ = _copy(tmp_path, CRASH)
+    assert (root / "abort").exists()
     code, out, err = cli("recover", root)
     assert code == 1, out + err
     assert not (root / "consumequeue" / "BcqTopic").exists() and not (root / "consumequeue" / "BcqTwo").exists()

@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 
 from rmqctl import dispatch
+from rmqctl.check import batchcq as bcqc
 from rmqctl.check import commitlog as clc
 from rmqctl.check import config as cfc
 from rmqctl.check import consumequeue as cqc
 from rmqctl.check import index as ixc
 from rmqctl.check import smallfiles as sfc
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding, Report
-from rmqctl.store import rules
-from rmqctl.check import batchcq as bcqc
 from rmqctl.store import batchcq as bcq
+from rmqctl.store import rules
 from rmqctl.store.files import open_read
 
 AREAS = ("commitlog", "cq", "index", "checkpoint", "config")

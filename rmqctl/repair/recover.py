@@ -56,8 +56,8 @@ from pathlib import Path
 
 from rmqctl import dispatch as D
 from rmqctl.errors import IOFailure, ProblemsFound
-from rmqctl.repair import checkpoint_write as CK
 from rmqctl.repair import batchcq as BQ
+from rmqctl.repair import checkpoint_write as CK
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.plan import Action, Plan
 from rmqctl.repair.rebuild_index import IndexRebuilder
