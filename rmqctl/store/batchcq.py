@@ -19,10 +19,12 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from rmqctl.formats import batch_consumequeue as bcqf
+from rmqctl.formats._derive import struct_format
 from rmqctl.store.files import FileQueue, open_read
 
-UNIT = struct.Struct(">qiqqqhii")
-UNIT_SIZE = 46
+UNIT = struct.Struct(struct_format(bcqf.BatchConsumeQueueUnit))
+UNIT_SIZE = bcqf.UNIT_SIZE
 DIR = "batchconsumequeue"
 INNER_NUM, INNER_BASE = "INNER_NUM", "INNER_BASE"
 
