@@ -35,7 +35,7 @@ def check_batch_queue(store, topic: str, qid: int, track, cl_end: int, findings:
     if track is not None and commitlog_scanned:
         have = bq.max_offset()
         if have < track.next_q:
-            findings.append(Finding(ERROR, "bcq.behind", str(bq.directory), None,
+            findings.append(Finding(ERROR, "cq.behind", str(bq.directory), None,
                                     f"queue offsets up to {track.next_q}", f"max offset {have}",
                                     f"messages of {topic}:{qid} in the commitlog are not in this batch consume queue "
                                     "(undispatched tail): the broker re-dispatches them only in abnormal recovery"))
