@@ -44,6 +44,7 @@ def queues(store) -> list:
 class BcqState(RC.QueueState):
     batch_cq = True
     first_start: int = 0       # where appends begin when nothing is kept (the broker's kept/first file)
+    next_base: int | None = None   # msgBaseOffset + batchSize of the last unit (kept or appended)
 
     def put(self, phys: int, size: int, tags: int, cq_offset: int, ts: int = -1, props=None) -> None:
         base, n = B.inner_batch(props or {}, cq_offset)
@@ -55,6 +56,7 @@ class BcqState(RC.QueueState):
         if self.base is None:
             self.base = self.end = self.out_base = self.first_start
         self.out += UNIT.pack(phys, size, tags, ts, base, n, -1, 0)
+        self.next_base = base + n
         self.end += UNIT_SIZE
         self.max_phys = phys + size
         self.added += 1
@@ -65,8 +67,9 @@ class BcqState(RC.QueueState):
         for j in range(len(phys)):
             self.put(int(phys[j]), int(size[j]), int(tags[j]), int(cq_offset[j]), int(ts[j]) if ts is not None else -1)
 
-    def put_rows(self, bt, props, sel, codes) -> None:
-        """One scanvec batch's records `sel` of this queue (codes: their tagsCodes)."""
+    def put_rows(self, bt, props, sel, codes, fillers=()) -> None:
+        """One scanvec batch's records `sel` of this queue (codes: their tagsCodes). fillers (recover
+        --on-corruption quarantine): a lost record's placeholder takes the unit of the offsets it left out."""
         has_n, ns, nl = props.value(B.INNER_NUM.encode())
         has_b, bs, bl = props.value(B.INNER_BASE.encode())
         buf = props.buf
@@ -75,8 +78,14 @@ class BcqState(RC.QueueState):
             if has_n[j] and has_b[j]:
                 p = {B.INNER_NUM: bytes(buf[ns[j]:ns[j] + nl[j]]).decode("utf-8", "replace"),
                      B.INNER_BASE: bytes(buf[bs[j]:bs[j] + bl[j]]).decode("utf-8", "replace")}
-            self.put(int(bt.offset[j]), int(bt.total_size[j]), int(code), int(bt.queue_offset[j]),
-                     int(bt.store_timestamp[j]), p)
+            phys, size, qo = int(bt.offset[j]), int(bt.total_size[j]), int(bt.queue_offset[j])
+            if fillers and self.next_base is not None and phys + size > self.max_phys:
+                base = B.inner_batch(p, qo)[0]
+                cands = [f for f in fillers if f.kind == "record" and self.max_phys <= f.start < phys]
+                if cands and 0 < base - self.next_base < (1 << 15):
+                    f = cands[-1]
+                    self.put_unit(f.start, f.end - f.start, 0, f.store_ts, self.next_base, base - self.next_base)
+            self.put(phys, size, int(code), qo, int(bt.store_timestamp[j]), p)
 
 
 def _scan(store, topic, qid):
@@ -103,7 +112,7 @@ def truncate_state(store, topic: str, qid: int, cut: int | None) -> BcqState:
         st.start_from_existing()
         return st
     first = max(0, len(files) - 3)
-    keep_end, max_phys = files[first].start, -1
+    keep_end, max_phys, next_base = files[first].start, -1, None
     limit = cut if cut is not None else 2**62
     per_file = max(1, fs // UNIT_SIZE)
     for i in range(first, len(files)):
@@ -117,7 +126,7 @@ def truncate_state(store, topic: str, qid: int, cut: int | None) -> BcqState:
             if not B.valid(phys, size, base, n) or phys >= limit:
                 break
             n_ok += 1
-            max_phys = phys + size
+            max_phys, next_base = phys + size, base + n
         keep_end = f.start + n_ok * UNIT_SIZE
         if n_ok < per_file:
             break
@@ -136,5 +145,6 @@ def truncate_state(store, topic: str, qid: int, cut: int | None) -> BcqState:
     st.first_start = files[first].start
     st.kept_any = keep_end > files[0].start
     st.keep_end, st.max_phys = (keep_end if st.kept_any else 0), max_phys
+    st.next_base = next_base if st.kept_any else None
     st.start_from_existing()
     return st

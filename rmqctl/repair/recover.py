@@ -960,7 +960,7 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                     props = VD.Props(bt)
                 codes = VD.tags_codes(bt, props, tids, topics, delay, sel)
                 if getattr(st, "batch_cq", False):
-                    st.put_rows(bt, props, sel, codes)     # one 46-byte unit per record (INNER_NUM/INNER_BASE)
+                    st.put_rows(bt, props, sel, codes, fillers)   # one 46-byte unit per record
                 elif fillers:
                     for j, c in zip(sel.tolist(), codes.tolist()):
                         o, sz, qo = int(offs[j]), int(sizes[j]), int(qoffs[j])
