@@ -131,7 +131,9 @@ public final class BatchCq {
                 queues.add(queue(store, e.getKey(), qe.getKey(), (BatchConsumeQueue) qe.getValue()));
             }
         }
-        out.put("batch_queues", queues);
+        if (!queues.isEmpty()) { // only stores with batch queues get the key (other manifests stay as they are)
+            out.put("batch_queues", queues);
+        }
     }
 
     static Map<String, Object> queue(DefaultMessageStore store, String topic, int qid, BatchConsumeQueue bcq) {
