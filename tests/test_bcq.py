@@ -298,3 +298,23 @@ def test_recover_equals_the_brokers_own_restart_byte_for_byte(cli, tmp_path):
                            "BcqTwo/0/00000000000000000000"}
     assert _bcq_bytes(ours) == theirs
     assert not (broker_root / "consumequeue" / "BcqTopic").exists()
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("fault", ["attribute-removed", "consumequeue-dir"])
+def test_verify_sees_a_queue_directory_the_broker_refuses(cli, tmp_path, fault):
+    """A batchconsumequeue/ directory of a topic topics.json does not call BatchCQ, or a consumequeue/ directory of
+    a BatchCQ topic: the broker's load() fails; verify says so (exit 4)."""
+    root, _ = _copy(tmp_path, BCQ)
+    if fault == "attribute-removed":
+        p = root / "config" / "topics.json"
+        d = json.loads(p.read_text())
+        d["topicConfigTable"]["BcqTopic"]["attributes"] = {}
+        p.write_text(json.dumps(d))
+        check = "bcq.queue_type"
+    else:
+        (root / "consumequeue" / "BcqTopic" / "3").mkdir(parents=True)
+        check = "cq.queue_type"
+    assert read_store("v5", root)["load_ok"] is False
+    code, out, err = cli("verify", root)
+    assert code == 4 and out.count(check) == 1 and "refuses to start" in out, out + err

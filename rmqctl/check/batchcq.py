@@ -39,3 +39,23 @@ def check_batch_queue(store, topic: str, qid: int, track, cl_end: int, findings:
                                     f"queue offsets up to {track.next_q}", f"max offset {have}",
                                     f"messages of {topic}:{qid} in the commitlog are not in this batch consume queue "
                                     "(undispatched tail): the broker re-dispatches them only in abnormal recovery"))
+
+
+def check_queue_types(store, findings: list) -> None:
+    """ConsumeQueueStore.load (5.x) refuses to start when a queue directory's kind disagrees with the topic's
+    queue.type in topics.json: batchconsumequeue/<topic> for a topic that is not BatchCQ (absent topics
+    included), consumequeue/<topic> for a BatchCQ topic."""
+    types = B.queue_types(store.root)
+    if types is None:
+        return
+    why = "the broker refuses to start (5.x ConsumeQueueStore.load: the queue directory's kind must match " \
+          "the topic's queue.type in config/topics.json)"
+    for topic in sorted({t for t, _ in store.queues(B.DIR)}):
+        if types.get(topic) != "BatchCQ":
+            have = "topic absent" if topic not in types else f"queue.type {types[topic] or 'not set (SimpleCQ)'}"
+            findings.append(Finding(ERROR, "bcq.queue_type", str(store.root / B.DIR / topic), None,
+                                    "queue.type=BatchCQ", have, why))
+    for topic in sorted({t for t, _ in store.queues()}):
+        if types.get(topic) == "BatchCQ":
+            findings.append(Finding(ERROR, "cq.queue_type", str(store.root / "consumequeue" / topic), None,
+                                    "queue.type SimpleCQ (or none)", "queue.type=BatchCQ", why))

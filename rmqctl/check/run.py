@@ -277,6 +277,7 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
                                             f"a consume queue with {t.count} message(s)", "no queue directory",
                                             f"{t.count} message(s) of {topic}:{qid} from commitlog offset "
                                             f"{t.first_phys} were never dispatched"))
+        bcqc.check_queue_types(store, findings)
         for topic, qid in store.queues("batchconsumequeue"):
             bcqc.check_batch_queue(store, topic, qid, tracks.get((topic, qid)), cl_end, findings, scanned)
         if (root / "consumequeue_ext").is_dir() and scanned:

@@ -60,24 +60,30 @@ def batch_topics(store) -> frozenset:
 
 
 def configured_batch_topics(root) -> set:
+    return {t for t, v in (queue_types(root) or {}).items() if v == "BatchCQ"}
+
+
+def queue_types(root) -> dict | None:
+    """{topic: queue.type} of the config/topics.json the broker would load (main, else .bak; {} when it starts
+    with no topics); None when that cannot be told (unreadable, not decodable, a linked config/)."""
     from rmqctl.config import files as CF
     from rmqctl.errors import RmqError
 
     try:
         if (Path(root) / "config").is_symlink():
-            return set()
+            return None
         loaded = CF.load(Path(root), "topics")
     except (RmqError, OSError, ValueError):
-        return set()
-    doc = loaded.doc if loaded.ok else None
-    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
+        return None
+    if not loaded.ok:
+        return {} if loaded.verdict == CF.EMPTY else None
+    table = loaded.doc.get("topicConfigTable") if isinstance(loaded.doc, dict) else None
     if not isinstance(table, dict):
-        return set()
-    out = set()
+        return {}
+    out = {}
     for name, tc in table.items():
         attrs = tc.get("attributes") if isinstance(tc, dict) else None
-        if isinstance(attrs, dict) and str(attrs.get("queue.type", "")) == "BatchCQ":
-            out.add(name)
+        out[name] = str(attrs.get("queue.type", "")) if isinstance(attrs, dict) else ""
     return out
 
 
