@@ -318,3 +318,17 @@ def test_verify_sees_a_queue_directory_the_broker_refuses(cli, tmp_path, fault):
     assert read_store("v5", root)["load_ok"] is False
     code, out, err = cli("verify", root)
     assert code == 4 and out.count(check) == 1 and "refuses to start" in out, out + err
+
+
+def test_verify_sees_a_unit_pointing_at_the_wrong_record_and_rebuild_fixes_it(cli, tmp_path):
+    root, _ = _copy(tmp_path, BCQ)
+    want = _bcq_bytes(root)
+    inj = F.cq_unit_wrong_offset(root, "BcqTopic", 0, delta=7)
+    assert "batchconsumequeue" in str(inj.path) and _bcq_bytes(root) != want
+    code, out, err = cli("verify", root)
+    assert code == 4 and out.count("bcq.unit_mismatch") == 1, out + err
+    code, out, err = cli("rebuild", "cq", root)
+    assert code == 1, out + err
+    assert _bcq_bytes(root) == want
+    code, out, err = cli("verify", root)
+    assert (code, out) == (0, ""), out + err
