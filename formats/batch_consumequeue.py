@@ -17,3 +17,14 @@ BatchConsumeQueueUnit = Struct(
     "compacted_offset" / Int32sb * "-1 (INVALID_POS)",
     "reserved" / Int32sb * "0",
 )
+
+# The body of an inner-batch record (5.x, sysflag INNER_BATCH 0x80 | NEED_UNWRAP 0x40): the producer's batch
+# encoding (MessageDecoder.encodeMessages), inner messages back to back, each this head, then
+# body_length bytes of body, an i16 properties length and the properties (name\x01value\x02...).
+InnerMessageHead = Struct(
+    "total_size" / Int32sb * "bytes of this inner message",
+    "magic_code" / Int32sb * "0 (not written by the client)",
+    "body_crc" / Int32sb * "0 (not written by the client)",
+    "flag" / Int32sb * "message flag",
+    "body_length" / Int32sb * "body bytes that follow",
+)

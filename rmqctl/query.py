@@ -193,6 +193,12 @@ class QueryEngine:
 
         return load_queue(self.store, topic, queue_id)
 
+    def _batch(self, topic: str, queue_id: int) -> bool:
+        """(topic, queue_id) is a batch consume queue with files (5.x BatchCQ)."""
+        from rmqctl.store import batchcq as B
+
+        return (self.store.root / B.DIR / topic / str(queue_id)).is_dir()
+
     def queue_offset_in(self, r, topic: str, queue_id: int):
         """The record's offset in consume queue (topic, queue_id), or None when the broker does not dispatch
         it there: its own topic/queue, or one of its multi-dispatch targets (INNER_MULTI_DISPATCH) when the
@@ -237,6 +243,11 @@ class QueryEngine:
 
     def by_queue_offset(self, topic: str, queue_id: int, offset: int, count: int = 1):
         """Units [offset, offset+count) of a consume queue and their messages."""
+        if self._batch(topic, queue_id):
+            from rmqctl import bcqquery
+
+            yield from bcqquery.by_queue_offset(self, topic, queue_id, offset, count)
+            return
         v = self._queue(topic, queue_id)
         try:
             if not v.files:
@@ -263,6 +274,11 @@ class QueryEngine:
         """The broker's search by store time (first offset stored at or after `timestamp`) + its message(s)."""
         from rmqctl.store.timesearch import CommitLogTimes, PickupError, offset_in_queue_by_time
 
+        if self._batch(topic, queue_id):
+            from rmqctl import bcqquery
+
+            yield from bcqquery.by_time(self, topic, queue_id, timestamp, count)
+            return
         v = self._queue(topic, queue_id)
         pick = CommitLogTimes(self.store)
         try:

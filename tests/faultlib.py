@@ -234,8 +234,15 @@ def zero_length_last_file(root, *, file_size: int | None = None) -> Injected:
 
 # -- consume queue faults ---------------------------------------------------------------------------
 def _cq_files(root, topic, qid) -> list[Path]:
+    """The queue's files: consumequeue/, else batchconsumequeue/ (a 5.x BatchCQ topic, 46-byte units)."""
     d = Path(root) / "consumequeue" / topic / str(qid)
+    if not d.is_dir() and (Path(root) / "batchconsumequeue" / topic / str(qid)).is_dir():
+        d = Path(root) / "batchconsumequeue" / topic / str(qid)
     return sorted(p for p in d.iterdir() if p.name.isdigit())
+
+
+def _unit_size(path: Path) -> int:
+    return 46 if "batchconsumequeue" in Path(path).parts else 20
 
 
 def _busiest_queue(root) -> tuple[str, int]:
@@ -248,9 +255,11 @@ def _busiest_queue(root) -> tuple[str, int]:
 def _valid_units(path: Path):
     data = path.read_bytes()
     out = []
-    for i in range(len(data) // 20):
-        phys, size, tags = struct.unpack_from(">qiq", data, i * 20)
-        if phys >= 0 and size > 0:
+    us = _unit_size(path)
+    for i in range(len(data) // us):
+        phys, size, tags = struct.unpack_from(">qiq", data, i * us)
+        base, n = struct.unpack_from(">qh", data, i * us + 28) if us == 46 else (0, 1)
+        if phys >= 0 and size > 0 and base >= 0 and n > 0:
             out.append((i, phys, size, tags))
         else:
             break
@@ -265,10 +274,11 @@ def cq_unit_wrong_offset(root, topic: str | None = None, qid: int | None = None,
         units = _valid_units(p)
         if units and not (units[0][2] == 0x7FFFFFFF):
             i, phys, size, tags = units[len(units) // 2]
+            at = i * _unit_size(p)
             with open(p, "r+b") as f:
-                f.seek(i * 20)
+                f.seek(at)
                 f.write(struct.pack(">q", phys + delta))
-            return Injected(p, i * 20, "CQ unit pointing at the wrong offset")
+            return Injected(p, at, "CQ unit pointing at the wrong offset")
     raise ValueError("no consume queue unit found")
 
 
@@ -280,11 +290,16 @@ def cq_ahead(root, topic: str | None = None, qid: int | None = None, *, count: i
     units = _valid_units(last)
     _, phys, size, tags = units[-1]
     end = max(r.offset + r.size for r in commitlog_records(root))
-    pos = len(units) * 20
+    us = _unit_size(last)
+    pos = len(units) * us
     with open(last, "r+b") as f:
+        if us == 46:     # batch unit: store time, msgBaseOffset, batchSize continue the last unit
+            f.seek(pos - 26)
+            ts, base, n = struct.unpack(">qqh", f.read(18))
         f.seek(pos)
         for k in range(count):
-            f.write(struct.pack(">qiq", end + k * size, size, tags))
+            f.write(struct.pack(">qiq", end + k * size, size, tags) if us == 20 else
+                    struct.pack(">qiqqqhii", end + k * size, size, tags, ts, base + n * (k + 1), n, -1, 0))
     return Injected(last, pos, "CQ units beyond the commitlog end")
 
 
@@ -298,10 +313,11 @@ def cq_behind(root, topic: str | None = None, qid: int | None = None, *, count: 
     units = _valid_units(last)
     if len(units) < count:
         raise ValueError("queue too short")
-    pos = (len(units) - count) * 20
+    us = _unit_size(last)
+    pos = (len(units) - count) * us
     with open(last, "r+b") as f:
         f.seek(pos)
-        f.write(b"\0" * (count * 20))
+        f.write(b"\0" * (count * us))
     return Injected(last, pos, "CQ behind the commitlog")
 
 

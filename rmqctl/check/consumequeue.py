@@ -20,7 +20,6 @@ from rmqctl.store import rules
 from rmqctl.store.files import FileQueue, open_read
 
 UNIT = struct.Struct(">qiq")
-BCQ_UNIT = struct.Struct(">qiqqqhii")
 PRE_BLANK_SIZE = 0x7FFFFFFF
 CHUNK = 65536
 
@@ -261,34 +260,6 @@ def _track_findings(root: Path, d: Path, cq_file_size: int, track, res: QueueRes
         findings.append(Finding(
             ERROR, "commitlog.queue_offset_gap", str(root / "commitlog"), phys, want, got,
             f"{track.gaps} jump(s) in QUEUEOFFSET of {topic}:{qid} ('logic queue order maybe wrong')"))
-
-
-def check_batch_queue(root: Path, topic: str, qid: int, file_size: int, cl_end: int, findings: list) -> None:
-    """batchconsumequeue/ (5.x BatchCQ topics): 46-byte units appended in order; valid units have
-    offset >= 0, size > 0, msgBaseOffset >= 0, batchSize > 0 and consecutive logical ranges."""
-    d = root / "batchconsumequeue" / topic / str(qid)
-    fq = FileQueue.scan(d, root=root)
-    check_queue_files(fq, file_size, findings, "bcq")
-    next_base = None
-    for f in fq.files:
-        fd = open_read(f.path)
-        try:
-            data = os.pread(fd, min(f.size, file_size), 0)
-        finally:
-            os.close(fd)
-        for i in range(len(data) // 46):
-            phys, size, tags, ts, base, n, compacted, _ = BCQ_UNIT.unpack_from(data, i * 46)
-            if not (phys >= 0 and size > 0 and base >= 0 and n > 0):
-                break
-            if phys >= cl_end:
-                findings.append(Finding(ERROR, "bcq.ahead", str(f.path), i * 46, f"< {cl_end}", phys,
-                                        "batch CQ unit points past the commitlog end"))
-                return
-            if next_base is not None and base != next_base:
-                findings.append(Finding(ERROR, "bcq.base_offset", str(f.path), i * 46, next_base, base,
-                                        "msgBaseOffset does not continue the previous unit's range"))
-                return
-            next_base = base + n
 
 
 def note(findings: list, path, msg: str) -> None:

@@ -15,14 +15,15 @@ import time
 from pathlib import Path
 
 from rmqctl import dispatch
+from rmqctl.check import batchcq as bcqc
 from rmqctl.check import commitlog as clc
 from rmqctl.check import config as cfc
 from rmqctl.check import consumequeue as cqc
 from rmqctl.check import index as ixc
 from rmqctl.check import smallfiles as sfc
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding, Report
+from rmqctl.store import batchcq as bcq
 from rmqctl.store import rules
-from rmqctl.formats import batch_consumequeue as bcqf
 from rmqctl.store.files import open_read
 
 AREAS = ("commitlog", "cq", "index", "checkpoint", "config")
@@ -207,7 +208,7 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     # --- commitlog --------------------------------------------------------------------------------
     cl_gaps: list = []
     files = _check_commitlog_files(store, report, cl_gaps) if "commitlog" in areas else []
-    batch_topics = frozenset(t for t, _ in store.queues("batchconsumequeue"))
+    batch_topics = bcq.batch_topics(store)
     results: list[clc.FileResult] = []
     scanned = "commitlog" in areas
     if scanned and files:
@@ -271,12 +272,14 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
             have = set(queues) | {(t, q) for t, q in store.queues("batchconsumequeue")}
             for (topic, qid), t in sorted(tracks.items()):
                 if (topic, qid) not in have:
-                    findings.append(Finding(ERROR, "cq.behind", str(root / "consumequeue" / topic / str(qid)), 0,
+                    kind = "batchconsumequeue" if topic in batch_topics else "consumequeue"
+                    findings.append(Finding(ERROR, "cq.behind", str(root / kind / topic / str(qid)), 0,
                                             f"a consume queue with {t.count} message(s)", "no queue directory",
                                             f"{t.count} message(s) of {topic}:{qid} from commitlog offset "
                                             f"{t.first_phys} were never dispatched"))
+        bcqc.check_queue_types(store, findings)
         for topic, qid in store.queues("batchconsumequeue"):
-            cqc.check_batch_queue(root, topic, qid, bcqf.DEFAULT_FILE_SIZE, cl_end, findings)
+            bcqc.check_batch_queue(store, topic, qid, tracks.get((topic, qid)), cl_end, findings, scanned)
         if (root / "consumequeue_ext").is_dir() and scanned:
             from rmqctl.store.commitlog import CommitLog
 

@@ -71,7 +71,7 @@ def add_lag(rs: list[Row], store) -> None:
     """Fill min/max from the local consume queues (None when the queue has no CQ here)."""
     if store is None:
         return
-    have = set(store.queues())
+    have = set(_queues(store))
     cache: dict = {}
     for r in rs:
         k = (r.topic, r.queue)
@@ -83,10 +83,15 @@ def add_lag(rs: list[Row], store) -> None:
         r.min, r.max = cache[k]
 
 
+def _queues(store) -> list:
+    """Queues with files here: consume queues and batch consume queues (5.x BatchCQ topics)."""
+    return store.queues() + store.queues("batchconsumequeue")
+
+
 def out_of_range(store, topic: str, qid: int, offset: int) -> str | None:
     """Why `offset` lies outside the queue's [min, max] in this store's consume queue (None when inside,
     or when the queue has no consume queue here to judge by)."""
-    if store is None or (topic, qid) not in set(store.queues()):
+    if store is None or (topic, qid) not in set(_queues(store)):
         return None
     cq = store.consume_queue(topic, qid)
     lo, hi = cq.min_offset(), cq.max_offset()
@@ -127,7 +132,7 @@ def topic_queue_ids(topic: str, group: str, doc: dict, store=None, topics_doc: d
     topic declares in topics.json (readQueueNums)."""
     ids = set()
     if store is not None:
-        ids.update(q for t, q in store.queues() if t == topic)
+        ids.update(q for t, q in _queues(store) if t == topic)
     entry = table(doc).get(f"{topic}{SEP}{group}")
     if isinstance(entry, dict):
         for q in entry:
@@ -155,7 +160,7 @@ def reset(doc: dict, topic: str, group: str, mode: str, store, *, timestamp: int
     qids = topic_queue_ids(topic, group, doc, store, topics_doc)
     if not qids:
         raise UsageError(f"topic {topic!r} has no queues in this store or in topics.json")
-    have = set(store.queues())
+    have = set(_queues(store))
     out = []
     for q in qids:
         if (topic, q) in have:

@@ -109,7 +109,9 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                 if props is None:
                     props = VD.Props(bt)
                 codes = VD.tags_codes(bt, props, tids, topics, delay, sel)
-                if fillers:
+                if getattr(st, "batch_cq", False):
+                    st.put_rows(bt, props, sel, codes, fillers)   # one 46-byte unit per record
+                elif fillers:
                     for j, c in zip(sel.tolist(), codes.tolist()):
                         o, sz, qo = int(offs[j]), int(sizes[j]), int(qoffs[j])
                         if st.base is not None and qo * UNIT_SIZE > st.end and o + sz > st.max_phys:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqctl import dispatch as D
+from rmqctl.repair import batchcq as BQ
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.batch_dispatch import dispatch_batch, new_queue_state
 from rmqctl.repair.layout_checks import check_layout
@@ -84,7 +85,7 @@ def _start_builders(rb: Rebuild) -> None:
     store, skip, cfg = rb.store, rb.skip, rb.store.config
     rb.multi, rb.lmq = D.multi_dispatch_on(cfg), D.lmq_on(cfg)
     if rb.what == "cq":
-        for t, q in store.queues():
+        for t, q in BQ.queues(store):
             if (rb.topic is None or t == rb.topic) and (rb.queue is None or q == rb.queue):
                 if skip is not None and skip.skips(t):
                     rb.untouched.append(f"{t}/{q}")
@@ -140,7 +141,7 @@ def _put_record(rb: Rebuild, r) -> None:
         st = rb.states.get((t, q))
         if st is None:
             st = rb.states[(t, q)] = new_queue_state(rb.store, rb.ctx.staging, t, q)
-        st.put(r.offset, r.total_size, code, qo, ts)
+        st.put(r.offset, r.total_size, code, qo, ts, r.properties)
 
 
 def _record_end(rb: Rebuild, walk: Walk, last) -> None:

@@ -93,9 +93,9 @@ class QueueState:
         self.base = self.keep_end if self.kept_any else None
         self.out_base = self.base or 0
 
-    def put(self, phys: int, size: int, tags: int, cq_offset: int, ts: int = -1) -> None:
+    def put(self, phys: int, size: int, tags: int, cq_offset: int, ts: int = -1, props=None) -> None:
         """ts: the record's store time, >= 0 when the unit goes through the ext (putMessagePositionInfoWrapper;
-        multi-dispatched LMQ units never do)."""
+        multi-dispatched LMQ units never do). props: the record's properties (read by batch queues only)."""
         if phys + size <= self.max_phys:
             return
         expect = cq_offset * UNIT_SIZE
@@ -265,6 +265,11 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
     truncateDirtyLogicFiles(cut) leave this queue. cut=None: no commitlog truncation."""
     import numpy as np
 
+    from rmqctl.repair import batchcq as BQ
+
+    if BQ.is_batch(store, topic):
+        return BQ.truncate_state(store, topic, queue_id, cut)
+
     d = store.root / "consumequeue" / topic / str(queue_id)
     fq = FileQueue.scan(d, root=store.root)
     fs = store.config.cq_file_size
@@ -336,6 +341,10 @@ def _ext_after_recovery(store, topic, queue_id, files, keep_end: int, fs: int) -
 
 def empty_state(store, topic: str, queue_id: int) -> QueueState:
     """A queue rebuilt from nothing (rebuild cq): every existing file is replaced or removed."""
+    from rmqctl.repair import batchcq as BQ
+
+    if BQ.is_batch(store, topic):
+        return BQ.empty_state(store, topic, queue_id)
     d = store.root / "consumequeue" / topic / str(queue_id)
     fq = FileQueue.scan(d, root=store.root)
     st = QueueState(topic, queue_id, d, store.config.cq_file_size, fq.files)

@@ -70,6 +70,7 @@ from rmqctl.repair.queue_actions import cq_why, ext_actions
 from rmqctl.repair.rebuild import analyze_rebuild  # noqa: F401  (re-exported: recover.analyze_rebuild)
 from rmqctl.repair.sparse import last_nonzero, same_file
 from rmqctl.repair.start_file import broker_start_file, find_resume
+from rmqctl.repair import batchcq as BQ
 from rmqctl.repair import timer_recover
 from rmqctl.repair.timer_plan import timer_plan
 from rmqctl.scan import BLANK_RECORD, END, ZEROS
@@ -291,7 +292,7 @@ def _truncate_queues(rec: Recovery) -> None:
     """ConsumeQueue.recover + truncateDirtyLogicFiles(cut) for every queue; how far back dispatch must go."""
     rec.lower = rec.scan_start
     first = rec.files[0].start
-    for topic, qid in rec.store.queues():
+    for topic, qid in BQ.queues(rec.store):
         st = RC.truncate_state(rec.store, topic, qid, rec.ctx.cut)
         st.stage_dir = rec.ctx.staging / "cq" / topic / str(qid)
         rec.states[(topic, qid)] = st

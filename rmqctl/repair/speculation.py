@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 from rmqctl.errors import ProblemsFound
+from rmqctl.repair import batchcq as BQ
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.batch_dispatch import dispatch_batch
 from rmqctl.repair.index_plan import index_plan
@@ -41,7 +42,7 @@ class Speculation:
 
         sp = cls(store, staging, cfg)
         lower = scan_start
-        for topic, qid in store.queues():
+        for topic, qid in BQ.queues(store):
             st = RC.truncate_state(store, topic, qid, None)
             st.stage_dir = sp.dir / "cq" / topic / str(qid)
             sp.states[(topic, qid)] = st

@@ -69,6 +69,7 @@ class StoreConfig:
     enable_multi_dispatch: bool = False
     enable_cq_ext: bool = False          # enableConsumeQueueExt: CQ units hold consumequeue_ext addresses
     cq_ext_file_size: int = 48 * 1024 * 1024
+    bcq_file_size: int = 300_000 * 46     # mapperFileSizeBatchConsumeQueue (5.x BatchCQ topics)
     multi_path_commitlog: bool = False   # storePathCommitLog with ',' (MultiPathMappedFileQueue): unsupported
     commitlog_path: str | None = None    # storePathCommitLog (one directory), as the broker resolves it
     explicit: frozenset = frozenset()   # which fields came from the operator or a config file
@@ -95,6 +96,7 @@ class StoreConfig:
         "compactionMappedFileSize": ("compaction_mapped_file_size", _java_int),
         "mappedFileSizeTimerLog": ("timerlog_file_size", _java_int),
         "timerPrecisionMs": ("timer_precision_ms", _java_int),
+        "mapperFileSizeBatchConsumeQueue": ("bcq_file_size", _java_int),
     }
 
     @property
@@ -162,6 +164,10 @@ def infer(config: StoreConfig, root: Path) -> StoreConfig:
                 changes["enable_cq_ext"] = True
             if "cq_ext_file_size" not in config.explicit:
                 changes["cq_ext_file_size"] = size
+    if "bcq_file_size" not in config.explicit:
+        size = _cq_file_size(root / "batchconsumequeue", unit=46)
+        if size:
+            changes["bcq_file_size"] = size
     return replace(config, **changes) if changes else config
 
 

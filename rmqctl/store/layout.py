@@ -147,7 +147,13 @@ class Store:
         return out
 
     def consume_queue(self, topic: str, queue_id: int):
+        """The queue's reader: rmqctl.store.batchcq.BatchQueue for a batch consume queue (5.x BatchCQ)."""
         from rmqctl.store.consumequeue import ConsumeQueue
+
+        if (self.root / "batchconsumequeue" / topic / str(queue_id)).is_dir():
+            from rmqctl.store.batchcq import BatchQueue
+
+            return BatchQueue(self, topic, queue_id)
 
         return ConsumeQueue(self, topic, queue_id)
 

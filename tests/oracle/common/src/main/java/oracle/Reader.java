@@ -81,6 +81,7 @@ final class Reader {
         MessageStoreConfig cfg = StoreConf.build(sc, dir, false);
         org.apache.rocketmq.broker.filter.ConsumerFilterManager filters = Filters.create(sql92Filters, cfg);
         DefaultMessageStore store = c.newStore(cfg, Collections.emptyList());
+        Hooks.call("oracle.BatchCq", "prepareRead", store, dir); // topics.json attributes (queue.type=BatchCQ)
         Filters.install(store, filters); // abnormal recovery re-dispatches: same bit maps as the writer
         boolean ok;
         try {
@@ -292,6 +293,7 @@ final class Reader {
             files.add(fm);
         }
         out.put("index_files", files);
+        Hooks.call("oracle.BatchCq", "view", store, out); // "batch_queues" (5.x)
         return out;
     }
 

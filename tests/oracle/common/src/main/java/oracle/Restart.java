@@ -20,6 +20,7 @@ final class Restart {
         out.put("recovery", new File(storeDir, "abort").exists() ? "abnormal" : "normal");
         MessageStoreConfig cfg = StoreConf.build(sc, storeDir, false);
         DefaultMessageStore store = c.newStore(cfg, Collections.emptyList());
+        Hooks.call("oracle.BatchCq", "prepareRead", store, storeDir);
         boolean ok = store.load();
         out.put("load_ok", ok);
         if (!ok) {

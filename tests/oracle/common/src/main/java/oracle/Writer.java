@@ -44,7 +44,7 @@ final class Writer {
         "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED", "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
         "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED", "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED");
 
-    static final String[] SNAPSHOT_ITEMS = {"consumequeue", "index", "checkpoint"};
+    static final String[] SNAPSHOT_ITEMS = {"consumequeue", "index", "checkpoint", "batchconsumequeue"};
 
     @SuppressWarnings("unchecked")
     static Map<String, Object> write(Compat c, String scenarioPath, String storeDir) throws Exception {
@@ -138,6 +138,7 @@ final class Writer {
             topics.add(String.valueOf(m.get("topic")));
         }
         DefaultMessageStore store = c.newStore(cfg, new ArrayList<>(topics));
+        Hooks.call("oracle.BatchCq", "prepareWrite", store, sc, storeDir); // 5.x BatchCQ topics ("bcq_topics")
         Filters.install(store, filters);
         if (!store.load()) {
             throw new IllegalStateException("load() of the new store failed");
@@ -474,6 +475,9 @@ final class Writer {
         }
         if (m.get("cluster") != null) {
             MessageAccessor.putProperty(t, MessageConst.PROPERTY_CLUSTER, String.valueOf(m.get("cluster")));
+        }
+        if (Boolean.TRUE.equals(m.get("inner_batch"))) { // 5.x: one record, one BatchConsumeQueue unit
+            return (PutMessageResult) Hooks.call("oracle.BatchCq", "putInnerBatch", store, t, encoded);
         }
         return c.putBatch(store, t, encoded);
     }
