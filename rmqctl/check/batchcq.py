@@ -6,6 +6,7 @@ import struct
 
 from rmqctl.check.consumequeue import check_queue_files
 from rmqctl.check.findings import ERROR, Finding
+from rmqctl.config.topics import queue_types
 from rmqctl.store import batchcq as B
 from rmqctl.store.files import open_read
 
@@ -70,7 +71,7 @@ def check_queue_types(store, findings: list) -> None:
     """ConsumeQueueStore.load (5.x) refuses to start when a queue directory's kind disagrees with the topic's
     queue.type in topics.json: batchconsumequeue/<topic> for a topic that is not BatchCQ (absent topics
     included), consumequeue/<topic> for a BatchCQ topic."""
-    types = B.queue_types(store.root)
+    types = queue_types(store.root)
     if types is None:
         return
     why = "the broker refuses to start (5.x ConsumeQueueStore.load: the queue directory's kind must match " \

@@ -22,7 +22,7 @@ from rmqctl.check import consumequeue as cqc
 from rmqctl.check import index as ixc
 from rmqctl.check import smallfiles as sfc
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding, Report
-from rmqctl.store import batchcq as bcq
+from rmqctl.config import topics as config_topics
 from rmqctl.store import rules
 from rmqctl.store.files import open_read
 
@@ -208,7 +208,7 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     # --- commitlog --------------------------------------------------------------------------------
     cl_gaps: list = []
     files = _check_commitlog_files(store, report, cl_gaps) if "commitlog" in areas else []
-    batch_topics = bcq.batch_topics(store)
+    batch_topics = config_topics.batch_topics(store)
     results: list[clc.FileResult] = []
     scanned = "commitlog" in areas
     if scanned and files:

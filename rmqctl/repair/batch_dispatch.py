@@ -9,6 +9,7 @@ from rmqctl import dispatch as D
 from rmqctl.errors import ProblemsFound
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.consumequeue import UNIT_SIZE
+from rmqctl.repair import queue_state as QS
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.fillers import QUARANTINE_TOPIC
 from rmqctl.repair.rebuild_index import IndexRebuilder
@@ -56,7 +57,7 @@ def dispatch_segments(store, files, segments, validated_from, states, rebuilder,
 
 
 def new_queue_state(store, staging, topic, qid):
-    st = RC.empty_state(store, topic, qid)
+    st = QS.empty_state(store, topic, qid)
     st.stage_dir = Path(staging) / "cq" / topic / str(qid)
     return st
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rmqctl.config.topics import batch_topics
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.store import batchcq as B
 from rmqctl.store.files import FileQueue
@@ -31,7 +32,7 @@ def is_batch(store, topic: str) -> bool:
     """topic's queues are batch consume queues (cached per store object)."""
     topics = store.__dict__.get("_batch_topics")
     if topics is None:
-        topics = store.__dict__["_batch_topics"] = B.batch_topics(store)
+        topics = store.__dict__["_batch_topics"] = batch_topics(store)
     return topic in topics
 
 

@@ -265,11 +265,6 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
     truncateDirtyLogicFiles(cut) leave this queue. cut=None: no commitlog truncation."""
     import numpy as np
 
-    from rmqctl.repair import batchcq as BQ
-
-    if BQ.is_batch(store, topic):
-        return BQ.truncate_state(store, topic, queue_id, cut)
-
     d = store.root / "consumequeue" / topic / str(queue_id)
     fq = FileQueue.scan(d, root=store.root)
     fs = store.config.cq_file_size
@@ -341,10 +336,6 @@ def _ext_after_recovery(store, topic, queue_id, files, keep_end: int, fs: int) -
 
 def empty_state(store, topic: str, queue_id: int) -> QueueState:
     """A queue rebuilt from nothing (rebuild cq): every existing file is replaced or removed."""
-    from rmqctl.repair import batchcq as BQ
-
-    if BQ.is_batch(store, topic):
-        return BQ.empty_state(store, topic, queue_id)
     d = store.root / "consumequeue" / topic / str(queue_id)
     fq = FileQueue.scan(d, root=store.root)
     st = QueueState(topic, queue_id, d, store.config.cq_file_size, fq.files)

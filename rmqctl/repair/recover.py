@@ -71,6 +71,7 @@ from rmqctl.repair.rebuild import analyze_rebuild  # noqa: F401  (re-exported: r
 from rmqctl.repair.sparse import last_nonzero, same_file
 from rmqctl.repair.start_file import broker_start_file, find_resume
 from rmqctl.repair import batchcq as BQ
+from rmqctl.repair import queue_state as QS
 from rmqctl.repair import timer_recover
 from rmqctl.repair.timer_plan import timer_plan
 from rmqctl.scan import BLANK_RECORD, END, ZEROS
@@ -293,7 +294,7 @@ def _truncate_queues(rec: Recovery) -> None:
     rec.lower = rec.scan_start
     first = rec.files[0].start
     for topic, qid in BQ.queues(rec.store):
-        st = RC.truncate_state(rec.store, topic, qid, rec.ctx.cut)
+        st = QS.truncate_state(rec.store, topic, qid, rec.ctx.cut)
         st.stage_dir = rec.ctx.staging / "cq" / topic / str(qid)
         rec.states[(topic, qid)] = st
         if st.dropped_valid_below is not None and not rec.opts.from_start:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rmqctl.errors import ProblemsFound
 from rmqctl.repair import batchcq as BQ
-from rmqctl.repair import rebuild_cq as RC
+from rmqctl.repair import queue_state as QS
 from rmqctl.repair.batch_dispatch import dispatch_batch
 from rmqctl.repair.index_plan import index_plan
 from rmqctl.repair.rebuild_index import IndexRebuilder
@@ -43,7 +43,7 @@ class Speculation:
         sp = cls(store, staging, cfg)
         lower = scan_start
         for topic, qid in BQ.queues(store):
-            st = RC.truncate_state(store, topic, qid, None)
+            st = QS.truncate_state(store, topic, qid, None)
             st.stage_dir = sp.dir / "cq" / topic / str(qid)
             sp.states[(topic, qid)] = st
             sp.snap[(topic, qid)] = tuple(getattr(st, k) for k in STATE_FIELDS)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 from rmqctl.formats import batch_consumequeue as bcqf
 from rmqctl.formats._derive import struct_format
@@ -48,43 +47,6 @@ class Unit:
 
 def valid(phys: int, size: int, base: int, batch: int) -> bool:
     return phys >= 0 and size > 0 and base >= 0 and batch > 0
-
-
-def batch_topics(store) -> frozenset:
-    """Topics whose queues are batch consume queues: queue.type=BatchCQ in the config/topics.json the broker
-    would load (main, else .bak), plus every directory under batchconsumequeue/ (the broker loads those as
-    batch queues whatever the config says, or refuses to start when the config disagrees)."""
-    out = {t for t, _ in store.queues(DIR)}
-    out |= configured_batch_topics(store.root)
-    return frozenset(out)
-
-
-def configured_batch_topics(root) -> set:
-    return {t for t, v in (queue_types(root) or {}).items() if v == "BatchCQ"}
-
-
-def queue_types(root) -> dict | None:
-    """{topic: queue.type} of the config/topics.json the broker would load (main, else .bak; {} when it starts
-    with no topics); None when that cannot be told (unreadable, not decodable, a linked config/)."""
-    from rmqctl.config import files as CF
-    from rmqctl.errors import RmqError
-
-    try:
-        if (Path(root) / "config").is_symlink():
-            return None
-        loaded = CF.load(Path(root), "topics")
-    except (RmqError, OSError, ValueError):
-        return None
-    if not loaded.ok:
-        return {} if loaded.verdict == CF.EMPTY else None
-    table = loaded.doc.get("topicConfigTable") if isinstance(loaded.doc, dict) else None
-    if not isinstance(table, dict):
-        return {}
-    out = {}
-    for name, tc in table.items():
-        attrs = tc.get("attributes") if isinstance(tc, dict) else None
-        out[name] = str(attrs.get("queue.type", "")) if isinstance(attrs, dict) else ""
-    return out
 
 
 def inner_batch(props: dict, queue_offset: int) -> tuple[int, int]:

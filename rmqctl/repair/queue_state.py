@@ -1,0 +1,20 @@
+"""The state a repair starts a queue from, plain or batch: a topic whose queues are batch consume queues
+(queue.type=BatchCQ, rmqctl.repair.batchcq) gets BatchConsumeQueue's rules, any other rebuild_cq's."""
+from __future__ import annotations
+
+from rmqctl.repair import batchcq as BQ
+from rmqctl.repair import rebuild_cq as RC
+
+
+def truncate_state(store, topic: str, queue_id: int, cut: int | None):
+    """Where the broker's recovery and truncateDirtyLogicFiles(cut) leave this queue (cut=None: no truncation)."""
+    if BQ.is_batch(store, topic):
+        return BQ.truncate_state(store, topic, queue_id, cut)
+    return RC.truncate_state(store, topic, queue_id, cut)
+
+
+def empty_state(store, topic: str, queue_id: int):
+    """A queue rebuilt from nothing (rebuild cq): every existing file is replaced or removed."""
+    if BQ.is_batch(store, topic):
+        return BQ.empty_state(store, topic, queue_id)
+    return RC.empty_state(store, topic, queue_id)
