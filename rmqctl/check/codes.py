@@ -258,6 +258,24 @@ CODES: dict[str, Code] = {
         "a batch consume-queue unit's msgBaseOffset does not continue the previous unit's range",
         "serves overlapping or missing offsets",
         _REBUILD_CQ),
+    "bcq.file_size": Code(
+        "mapperFileSizeBatchConsumeQueue is not a whole number of 46-byte batch consume-queue units",
+        "cannot append the unit that would cross a file's end",
+        "give the broker's real setting with --broker-config; otherwise fix the broker config"),
+    "bcq.unit_mismatch": Code(
+        "batch consume-queue units do not point at their record (size, queue id, base offset or commitlog "
+        "offset differ)",
+        "serves another record, or none, for those queue offsets",
+        _REBUILD_CQ),
+    "bcq.queue_type": Code(
+        "a batchconsumequeue directory belongs to a topic that is absent from config/topics.json or whose "
+        "queue.type is not BatchCQ",
+        "refuses to start (5.x: each queue directory's kind must match its topic's queue.type)",
+        "set the topic's queue.type=BatchCQ with rmqctl config topics update, or move the directory aside"),
+    "cq.queue_type": Code(
+        "a consumequeue directory belongs to a topic whose queue.type in config/topics.json is BatchCQ",
+        "refuses to start (5.x: each queue directory's kind must match its topic's queue.type)",
+        "correct the topic's queue.type with rmqctl config topics update, or move the directory aside"),
     # -- index -----------------------------------------------------------------------------------
     "index.missing": Code(
         "the commitlog holds keyed messages but there are no index files",
@@ -414,6 +432,107 @@ CODES: dict[str, Code] = {
         "timercheck's lastTimerQueueOffset lies beyond the timer topic's consume queue",
         "skips timer messages up to that offset",
         _RECOVER),
+    "timer.load": Code(
+        "a timerlog file or the timerwheel is not of the size the timer store expects",
+        "fails to load its timer store and does not start",
+        "give the broker's timer settings with --broker-config; otherwise restore the file from a backup"),
+    "timer.bad_unit": Code(
+        "a timerlog unit has a size other than 52 or a magic outside 0xF",
+        "ends the timerlog there at its timer recovery and deletes later files (units after it are lost); "
+        "a bad unit before the recovery's scan start is read as a unit",
+        _RECOVER),
+    "timer.torn_unit": Code(
+        "a timerlog unit written only in part by a crash (write time and message size are zero)",
+        "keeps the unit (its size and magic pass) and links it to a wheel slot; its message is lost",
+        _RECOVER),
+    "timer.unit_message": Code(
+        "a timerlog unit's message is not in the commitlog, or is not a timer-topic message",
+        "cannot deliver it",
+        "nothing restores the message; " + _RECOVER),
+    "timer.unit_topic_hash": Code(
+        "a timerlog unit's topic hash is not the hash of its message's real topic",
+        "uses the hash to tell the unit's messages apart when it delivers; a wrong one mismatches",
+        _RECOVER),
+    "timer.unit_deliver_time": Code(
+        "a timerlog unit's deliver time is not its message's TIMER_OUT_MS",
+        "delivers the message at the unit's time, not the one the producer asked for",
+        _RECOVER),
+    "timer.slot_index": Code(
+        "a timerwheel slot holds a time that belongs to another slot",
+        "reads the slot at the wrong time, or never",
+        _RECOVER),
+    "timer.slot_position": Code(
+        "a timerwheel slot's first or last position lies past the timerlog or between its units",
+        "reads garbage there when the slot falls due",
+        _RECOVER),
+    "timer.slot_chain": Code(
+        "walking prev_pos from a wheel slot's last unit does not reach its first unit",
+        "delivers only the units it walks; the rest of the slot is lost",
+        _RECOVER),
+    "timer.unit_unlinked": Code(
+        "pending timerlog units are in no wheel slot's chain and lie before the timer recovery's scan start",
+        "never delivers their messages",
+        _RECOVER),
+    "timer.wheel_behind": Code(
+        "wheel slots lag the timerlog (units written after the wheel was last flushed)",
+        "re-links them at its timer recovery on the next start",
+        "nothing; or rmqctl recover STORE writes them now"),
+    "timer.flush_pos_behind": Code(
+        "timercheck's lastTimerLogFlushPos lies before the timerlog's end",
+        "scans the timerlog from an earlier position at its timer recovery",
+        _NOTHING),
+    "timer.queue_behind": Code(
+        "timercheck's lastTimerQueueOffset lies before the end of the timer topic's consume queue",
+        "enqueues those timer messages again at the next start; those already in the timerlog get a second unit",
+        "nothing if duplicates are acceptable; " + _RECOVER),
+    "compaction.load": Code(
+        "a compaction queue lacks its log or CQ directory, or holds a file of the wrong size or name",
+        "does not load the queue (consumers get nothing of it from the compaction store); a file name that is "
+        "not a number, such as a *.delete file left by an interrupted compaction, stops the broker from starting",
+        "move the odd file aside with the broker stopped; rmqctl rebuild cq STORE regenerates CQ files from "
+        "their logs"),
+    "compaction.stray": Code(
+        "a 0-byte last entry in a compaction log or CQ directory",
+        "deletes it at load",
+        _NOTHING),
+    "compaction.unpaired": Code(
+        "a compaction log file starts after the end of its queue's last CQ unit",
+        "deletes the file at load: its records are lost from the compaction store",
+        "rmqctl recover STORE regenerates the missing CQ file from the log (rmqctl rebuild cq STORE rewrites "
+        "every compaction CQ file)"),
+    "compaction.log_record": Code(
+        "a compaction log holds a damaged record",
+        "serves the bytes as they are to a consumer reading the queue",
+        "rmqctl rebuild cq STORE; " + _VERIFY),
+    "compaction.cq_unit": Code(
+        "a compaction CQ unit points outside its log file, at no record start, or disagrees with its record",
+        "serves garbage or the wrong record at that queue offset",
+        "rmqctl rebuild cq STORE"),
+    "compaction.cq_order": Code(
+        "compaction CQ units' queue offsets or log positions do not ascend",
+        "finds the wrong unit when it looks an offset up",
+        "rmqctl rebuild cq STORE"),
+    "compaction.duplicate_key": Code(
+        "a compacted range of a compaction log holds one key twice",
+        "serves both records to a consumer of the compacted topic",
+        "nothing urgent; the broker's next compaction keeps the newest record"),
+    "compaction.orphan_record": Code(
+        "a compaction log record has no CQ unit",
+        "never serves it; one after the CQ's last unit is overwritten by the next record",
+        "rmqctl rebuild cq STORE regenerates the CQ from the log"),
+    "compaction.commitlog_mismatch": Code(
+        "a compaction log record is not the commitlog's message at its commitlog offset",
+        "serves the compaction log's copy, not the stored message",
+        "rmqctl rebuild cq STORE"),
+    "compaction.position": Code(
+        "a compaction position lies beyond its compaction queue's max offset, or names a queue with no "
+        "compaction files",
+        "never compacts the files up to that position again (or ignores the entry)",
+        "move compaction/position-checkpoint aside with the broker stopped"),
+    "compaction.behind": Code(
+        "keyed messages of a COMPACTION topic in the commitlog are not in its compaction log",
+        "re-dispatches them only in an abnormal recovery; after a normal start consumers never see them",
+        "rmqctl recover STORE (with an abort file), else rmqctl recover --from-start STORE"),
     "compaction.checkpoint": Code(
         "compaction/position-checkpoint is not valid JSON",
         "restarts compaction from the beginning",
