@@ -71,6 +71,13 @@ MESSAGE = {
     "property_crc_ok": opt("boolean", "whether the __CRC32# property matches (only when present)"),
     "body_encoding": opt("string", "text, hex or base64: how body is written (absent with --body none)"),
     "body": opt("string", "the body in body_encoding (absent with --body none)"),
+    "body_compression": opt("string", "compressed bodies (SYSFLAG 0x1) only: zlib, lz4, zstd or unknown(N) (the "
+                                      "compression type bits of SYSFLAG)"),
+    "body_decompressed": opt("boolean", "compressed bodies only: whether body is the decompressed body (false: "
+                                        "shown as stored, body_note says why)"),
+    "body_decompressed_length": opt("integer", "compressed bodies decompressed: the decompressed length in bytes"),
+    "body_note": opt("string", "compressed bodies that could not be decompressed: why (unknown type, corrupt "
+                               "stream); the body is shown as stored"),
 }
 
 PROBLEM = {
@@ -85,7 +92,8 @@ TRAILER = {
     "kind": req("string", '"trailer": the last object of every file'),
     "file": req("string", "the file"),
     "valid_bytes": req("integer", "length of the valid prefix (records/units) in bytes"),
-    "trailing": req("string", "what follows it: none, zeros, blank (a BLANK record), end_filler or invalid"),
+    "trailing": req("string", "what follows it: none, zeros, blank (a BLANK record), end_filler (a closing end "
+                              "unit, or an ext file's end marker) or invalid"),
     "trailing_bytes": req("integer", "bytes after the valid prefix"),
     "records_end": opt("integer", "commitlog: absolute offset where the records end"),
     "stop": opt("string", "commitlog: why the walk stopped (zeros, blank, bad_magic, bad_body_crc ...)"),
@@ -93,6 +101,8 @@ TRAILER = {
     "units": opt("integer", "queue, timerlog and ext files: valid units"),
     "items": opt("integer", "index: items in use"),
     "slots": opt("integer", "timerwheel: slots in the file"),
+    "end_unit_at": opt("integer", "compaction CQ: where the end unit the broker writes to close a file starts "
+                                  "(trailing end_filler)"),
     "invalid_from": opt("integer", "first non-zero byte after the valid prefix"),
     "invalid_to": opt("integer", "end of the last non-zero byte after the valid prefix"),
     "note": opt("string", "something unusual but not damage (a short file, an odd BLANK size)"),
@@ -142,6 +152,19 @@ STORE_SUMMARY = {
         "file": req("string", "file name"), "main": req("string", "main copy's state"),
         "bak": req("string", ".bak copy's state"), "broker_would": req("string", "what the broker would load")}),
     "other": opt("object", "timer, compaction and other directories: name -> {files, bytes}"),
+    "compaction": opt("object", "compaction topics (5.x): the compaction store's queues", {
+        "cq_file_size": _i("compaction CQ file size used (compactionCqMappedFileSize)"),
+        "log_file_size": _i("compaction log file size used (compactionMappedFileSize)"),
+        "topics": req("array|null", "COMPACTION topics of config/topics.json (null: no topics.json)"),
+        "queues": req("array", "one object per compaction queue", {
+            "topic": req("string", "topic"), "queue_id": _i("queue id"),
+            "log_files": req("array", "compactionLog file names"), "cq_files": req("array", "compactionCq file names"),
+            "units": _i("valid CQ units"), "min_offset": _i("first queue offset held"),
+            "max_offset": req("integer|null", "next queue offset (null: the broker does not load the queue)"),
+            "position": req("integer|null", "compaction/position-checkpoint's position (null: none)"),
+            "broker_load": req("string", "what the broker's load does: loads; loads, deletes FILES; not loaded; "
+                                         "FAILS (the broker does not start)"),
+            "why": opt("string", "why the queue is not loaded as it is")})}),
     "not_followed": opt("array", "links out of the store or special files, not read"),
 }
 
@@ -158,6 +181,16 @@ DUMP_VARIANTS = {
                       msg_base_offset=_i("queue offset of the batch's first message"),
                       batch_size=_i("messages in the batch"), compacted_offset=_i("compacted offset"),
                       reserved=_i("reserved")),
+    "compaction_cq_unit": _unit("compaction_cq_unit", "a compaction CQ unit (compaction/compactionCq; the file "
+                                "is named after its log file)",
+                                unit=_i("unit number in the file"),
+                                logical_offset=_i("the unit's queue offset (= msg_base_offset)"),
+                                physical_offset=_i("offset of the record in the compaction log"),
+                                size=_i("record size"), tags_code=_i("tag hash code"),
+                                store_timestamp=_i("store time (epoch ms)"),
+                                msg_base_offset=_i("queue offset of the record"),
+                                batch_size=_i("messages in the unit (1)"), compacted_offset=_i("compacted offset"),
+                                reserved=_i("reserved")),
     "cq_ext_unit": _unit("cq_ext_unit", "a consume queue extension unit",
                          position=_i("byte position in the file"), size=_i("unit size"),
                          tags_code=_i("tag hash code"), msg_store_time=_i("store time (epoch ms)"),
@@ -432,6 +465,61 @@ SCHEMAS: dict[str, dict] = {
                    "format": req("string", "parquet or jsonl"), "messages": _i("messages written"),
                    "files": _i("files written")},
     },
+    "rmqctl.export-unconsumed/1": {
+        "command": "export", "shape": "report",
+        "doc": "export --unconsumed: what was salvaged, per consumer group and queue",
+        "fields": {"schema": SCHEMA_FIELD, "out": req("string", "output directory"),
+                   "format": req("string", "parquet or jsonl"), "messages": _i("rows written"),
+                   "queues": req("array", "one object per group, topic and queue", {
+                       "group": req("string", "consumer group"), "topic": req("string", "topic (retry topics too)"),
+                       "queue_id": _i("queue id"),
+                       "committed": req("integer|null", "the group's committed offset (null: none)"),
+                       "start": req("integer|null", "first queue offset exported (null: skipped)"),
+                       "max_offset": req("integer|null", "the queue's max offset (next offset to be written)"),
+                       "rows": _i("rows written"), "from_consume_queue": _i("rows found through the consume queue"),
+                       "from_commitlog": _i("rows found by the commitlog's QUEUEOFFSET (consume queue damaged or "
+                                            "missing)"),
+                       "not_placed": _i("offsets in [start, max) found nowhere (exit 4)"),
+                       "reasons": req("array", "why offsets could not be placed (strings)")}),
+                   "notes": req("array", "remarks (strings)"), "files": _i("files written")},
+    },
+    "rmqctl.replay/1": {
+        "command": "replay", "shape": "report", "doc": "what replay sent (or would send, --dry-run)",
+        "fields": {"schema": SCHEMA_FIELD, "rows": _i("rows read"),
+                   "sent": _i("messages sent (with --dry-run: that would be sent)"),
+                   "failed": _i("messages the proxy did not accept (exit 4)"),
+                   "already_sent": _i("skipped: the resume file shows them sent"),
+                   "in_doubt_resent": _i("messages in doubt from a killed run, sent again"),
+                   "in_doubt_skipped": _i("messages in doubt left out (--in-doubt skip)"),
+                   "duplicate_rows": _i("rows of a message already sent for another group"),
+                   "not_sent": req("object", "reason -> rows left out on purpose (scheduled, PREPARED, ROLLBACK ...)"),
+                   "failures": req("array", "the first failures, \"where: why\" (strings)"),
+                   "dry_run": req("boolean", "--dry-run: nothing sent")},
+    },
+    "rmqctl.quarantine-list/1": {
+        "command": "quarantine list", "shape": "stream", "doc": "one object per quarantine journal",
+        "fields": {"schema": SCHEMA_FIELD, "name": req("string", "journal folder name (give it to undo --op)"),
+                   "op": req("string", "operation (recover, rebuild-cq, offsets-reset ...)"),
+                   "state": req("string", "committed, undone, open, aborted or undo-in-progress"),
+                   "begun": req("string", "start time, ISO 8601 (empty when unknown)"),
+                   "begun_ms": req("integer|null", "start time (epoch ms; null when unknown)"),
+                   "actions": req("object", "journal entry kind -> count"),
+                   "files": _i("files in the folder"), "bytes": _i("apparent size of those files"),
+                   "disk_bytes": _i("bytes the folder allocates"),
+                   "linked_files": _i("saved files whose inode has other links"),
+                   "linked_bytes": _i("bytes of those files"), "max_links": _i("most links of one saved file"),
+                   "frees_bytes": _i("allocated bytes only this journal holds (freed by removing it)")},
+    },
+    "rmqctl.quarantine-prune/1": {
+        "command": "quarantine prune", "shape": "report", "doc": "the journals removed (or that would be)",
+        "fields": {"schema": SCHEMA_FIELD, "dry_run": req("boolean", "--dry-run: nothing removed"),
+                   "removed": req("array", "journal names removed (or that would be)"),
+                   "kept": req("array", "journals kept", {
+                       "name": req("string", "journal name"), "state": req("string", "its state"),
+                       "why": req("string", "why it is kept")}),
+                   "leftovers": req("array", "folders of an interrupted prune, removed"),
+                   "frees_bytes": _i("bytes freed (or that would be)")},
+    },
     "rmqctl.config-status/1": {"command": "config status", "shape": "stream",
                                "doc": "one object per config file: which copy the broker would load", "fields": LOADED},
     "rmqctl.config-show/1": {"command": "config show", "shape": "report", "doc": "a config file and its content",
@@ -487,10 +575,17 @@ SCHEMAS: dict[str, dict] = {
     "rmqctl.config-delay-show/1": {
         "command": "config delay show", "shape": "stream", "doc": "one object per delay level",
         "fields": {"schema": SCHEMA_FIELD, "level": _i("delay level (1-based)"),
-                   "queue": _i("SCHEDULE_TOPIC_XXXX queue (level - 1)"), "offset": _i("delayOffset.json offset"),
-                   "delay_ms": req("integer|null", "the level's delay"),
-                   "max": req("integer|null", "the schedule queue's max offset"),
-                   "lag": req("integer|null", "messages still to deliver")},
+                   "delay": req("string|null", "the level's delay as configured (1s, 5m, 2h ...; null: a level "
+                                               "beyond messageDelayLevel)"),
+                   "delay_ms": req("integer|null", "the level's delay in ms"),
+                   "queue": _i("SCHEDULE_TOPIC_XXXX queue (level - 1)"),
+                   "offset": req("integer|null", "delayOffset.json's offset (null: no entry, the broker starts at 0)"),
+                   "min": req("integer|null", "the schedule queue's min offset (null: no consume queue)"),
+                   "max": req("integer|null", "the schedule queue's max offset (null: no consume queue)"),
+                   "start": req("integer|null", "where the broker resumes delivery: offset clamped to [min, max]"),
+                   "pending": _i("messages still to deliver (max - start)"),
+                   "earliest_due_ms": req("integer|null", "when the first pending message falls due (epoch ms)"),
+                   "latest_due_ms": req("integer|null", "when the last pending message falls due (epoch ms)")},
     },
 }
 

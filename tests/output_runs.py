@@ -143,4 +143,27 @@ def runs(tmp: Path) -> list:
     add(run("reclaim", c, "--file-reserved-time", "0", "--json"))
     add(run("reclaim", a, "--ignore-reserved-time", "--move-to", tmp / "moved", "--json"))
     add(run("undo", a, "--list", "--json"))
+    # quarantine journals of the runs above
+    add(run("quarantine", "list", c, "--json"))
+    add(run("quarantine", "prune", c, "--keep", "1", "--dry-run", "--json"))
+    add(run("quarantine", "prune", c, "--keep", "1", "--json"))
+    # salvage of what GroupA has not consumed, then replayed without a cluster
+    add(run("export", a, "--unconsumed", "--engine", "local", "--format", "jsonl", "--out", tmp / "salvage", "--json"))
+    add(run("replay", tmp / "salvage", "--to", "127.0.0.1:8081", "--dry-run", "--json"))
+    # config delay show with pending messages; dump of compaction, batch CQ, timer and compressed-body stores
+    add(run("config", "delay", "show", STORES / "delay-levels-v5" / "store", "--json"))
+    comp = STORES / "compaction-pending-v5" / "store" / "compaction"
+    add(run("dump", "--json", comp / "compactionCq" / "KV" / "0" / ("0" * 20),
+            comp / "compactionLog" / "KV" / "0" / ("0" * 20), comp / "position-checkpoint"))
+    add(run("dump", "--json", "--count", "2", STORES / "compaction-v5" / "store"))
+    bq = STORES / "bcq-v5" / "store"
+    add(run("dump", "--json", "--count", "2", bq, min((bq / "batchconsumequeue" / "BcqTopic" / "0").iterdir())))
+    tm = STORES / "crash-timer-v5" / "store"
+    add(run("dump", "--json", "--count", "2", tm, tm / "config" / "timercheck", min((tm / "timerlog").iterdir())))
+    for name in ("compressed-types-v4", "compressed-types-v5"):
+        add(run("dump", "--json", *sorted((STORES / name / "store" / "commitlog").iterdir())))
+    add(run("query", STORES / "compressed-types-v5" / "store", "--phys-offset", "0", "--json"))
+    add(run("verify", "--json", STORES / "compaction-pending-v5" / "store"))
+    add(run("verify", "--json", STORES / "crash-bcq-v5" / "store"))
+    add(run("verify", "--json", tm))
     return out

@@ -1,7 +1,6 @@
 """`rmqctl quarantine list|prune`: the journals in STORE/rmqctl-quarantine/ (rmqctl.quarantine)."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -57,12 +56,13 @@ def list_cmd(store, as_json):
     max_links, frees_bytes.
     """
     from rmqctl.quarantine import list_journals
+    from rmqctl.render import emit_json
 
     infos = list_journals(require_store(store))
     out = sys.stdout
     if as_json:
         for i in infos:
-            out.write(json.dumps({"schema": "rmqctl.quarantine-list/1", **i.to_dict()}) + "\n")
+            emit_json("quarantine-list", i.to_dict())
         return Exit.OK
     if not infos:
         sys.stderr.write(f"rmqctl: {store}: no quarantine journals\n")
@@ -102,6 +102,7 @@ def prune(store, older_than, keep, dry_run, as_json):
       8  could not run (store locked by a running broker, I/O error)
     """
     from rmqctl import quarantine as Q
+    from rmqctl.render import emit_json
 
     require_store(store)
     older = Q.parse_duration(older_than) if older_than is not None else None
@@ -118,10 +119,10 @@ def prune(store, older_than, keep, dry_run, as_json):
             p = Q.plan(store, older_than_s=older, keep=keep)
             Q.apply(store, p)
     if as_json:
-        sys.stdout.write(json.dumps({
-            "schema": "rmqctl.quarantine-prune/1", "dry_run": dry_run, "removed": [i.name for i in p.remove],
+        emit_json("quarantine-prune", {
+            "dry_run": dry_run, "removed": [i.name for i in p.remove],
             "kept": [{"name": i.name, "state": i.state, "why": why} for i, why in p.keep],
-            "leftovers": [d.name for d in p.leftovers], "frees_bytes": p.frees_bytes}) + "\n")
+            "leftovers": [d.name for d in p.leftovers], "frees_bytes": p.frees_bytes})
     else:
         verb = "would remove" if dry_run else "removed"
         for i in p.remove:

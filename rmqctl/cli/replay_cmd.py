@@ -1,7 +1,6 @@
 """rmqctl replay: exported messages sent back into a running cluster (the work is rmqctl.replay)."""
 from __future__ import annotations
 
-import json
 import re
 import sys
 
@@ -88,7 +87,9 @@ def replay(source, to, topic_map, rate, dry_run, resume, in_doubt, timeout, as_j
         if log is not None:
             log.close()
     if as_json:
-        sys.stdout.write(json.dumps(c.as_dict() | {"dry_run": dry_run}, ensure_ascii=False) + "\n")
+        from rmqctl.render import emit_json
+
+        emit_json("replay", c.as_dict() | {"dry_run": dry_run})
     else:
         from rmqctl.terminal import escape, out
 

@@ -1,9 +1,6 @@
 """`rmqctl export STORE --unconsumed`: the options and the per-queue summary (the work is rmqctl.salvage)."""
 from __future__ import annotations
 
-import json
-import sys
-
 import click
 
 from rmqctl.errors import UsageError
@@ -59,8 +56,9 @@ def run(ctx, stores, fmt, out, overwrite, body, extra: dict, group, no_offset, e
         res = export_local(store, out, fmt, group=group, no_offset=no_offset, body=body, overwrite=overwrite,
                            store_name=ref.name)
     if as_json:
-        sys.stdout.write(json.dumps({k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])},
-                                    ensure_ascii=False) + "\n")
+        from rmqctl.render import emit_json
+
+        emit_json("export-unconsumed", {k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])})
     else:
         from rmqctl.terminal import escape
         from rmqctl.terminal import out as console
