@@ -271,11 +271,13 @@ CODES: dict[str, Code] = {
         "a batchconsumequeue directory belongs to a topic that is absent from config/topics.json or whose "
         "queue.type is not BatchCQ",
         "refuses to start (5.x: each queue directory's kind must match its topic's queue.type)",
-        "set the topic's queue.type=BatchCQ with rmqctl config topics update, or move the directory aside"),
+        "give the topic the attribute queue.type=BatchCQ in config/topics.json (rmqctl config set STORE topics), "
+        "or move the directory aside with the broker stopped"),
     "cq.queue_type": Code(
         "a consumequeue directory belongs to a topic whose queue.type in config/topics.json is BatchCQ",
         "refuses to start (5.x: each queue directory's kind must match its topic's queue.type)",
-        "correct the topic's queue.type with rmqctl config topics update, or move the directory aside"),
+        "correct the topic's queue.type attribute in config/topics.json (rmqctl config set STORE topics), or "
+        "move the directory aside with the broker stopped"),
     # -- index -----------------------------------------------------------------------------------
     "index.missing": Code(
         "the commitlog holds keyed messages but there are no index files",
