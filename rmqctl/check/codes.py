@@ -453,8 +453,9 @@ CODES: dict[str, Code] = {
         "nothing restores the message; " + _RECOVER),
     "timer.unit_topic_hash": Code(
         "a timerlog unit's topic hash is not the hash of its message's real topic",
-        "uses the hash to tell the unit's messages apart when it delivers; a wrong one mismatches",
-        _RECOVER),
+        "uses the hash only when it recounts its per-topic timer metrics from the timerlog: the unit is counted "
+        "under another topic, or not at all; delivery reads the message itself",
+        "nothing for delivery (the metrics are statistics); " + _RECOVER + " if other timer findings need it"),
     "timer.unit_deliver_time": Code(
         "a timerlog unit's deliver time is not its message's TIMER_OUT_MS",
         "delivers the message at the unit's time, not the one the producer asked for",
@@ -486,7 +487,8 @@ CODES: dict[str, Code] = {
     "timer.queue_behind": Code(
         "timercheck's lastTimerQueueOffset lies before the end of the timer topic's consume queue",
         "enqueues those timer messages again at the next start; those already in the timerlog get a second unit",
-        "nothing if duplicates are acceptable; " + _RECOVER),
+        "nothing prevents it (rmqctl recover revises timercheck as the broker does); consumers of those "
+        "topics see those messages twice"),
     "compaction.load": Code(
         "a compaction queue lacks its log or CQ directory, or holds a file of the wrong size or name",
         "does not load the queue (consumers get nothing of it from the compaction store); a file name that is "
