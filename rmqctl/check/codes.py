@@ -519,7 +519,7 @@ CODES: dict[str, Code] = {
     "compaction.duplicate_key": Code(
         "a compacted range of a compaction log holds one key twice",
         "serves both records to a consumer of the compacted topic",
-        "nothing urgent; the broker's next compaction keeps the newest record"),
+        "nothing to repair offline; consumers of the topic may see both records of the key"),
     "compaction.orphan_record": Code(
         "a compaction log record has no CQ unit",
         "never serves it; one after the CQ's last unit is overwritten by the next record",
