@@ -108,7 +108,12 @@ def cli():
             runner = CliRunner(mix_stderr=False)
         except TypeError:
             runner = CliRunner()
+        from rmqctl import terminal
+
         with runner.isolation() as streams:
+            # rich consoles are made once per process on the stdout/stderr of their first use: one per run here
+            terminal.out.cache_clear()
+            terminal.err.cache_clear()
             code = run(list(map(str, args)))
             sys.stdout.flush()
             sys.stderr.flush()
