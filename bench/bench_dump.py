@@ -39,7 +39,8 @@ def main():
     info = json.loads((a.root / "info.json").read_text())
     size_mb = info["bytes"] / 1e6
     results = {}
-    for label, extra in (("dump --json (body base64)", ["--json"]), ("dump --json --body none", ["--json", "--body", "none"]),
+    for label, extra in (("dump --json (body base64)", ["--json"]),
+                         ("dump --json --body none", ["--json", "--body", "none"]),
                          ("dump (text)", [])):
         dt, rss = run([sys.executable, "-m", "rmqctl", "dump", str(f), *extra])
         results[label] = {"seconds": round(dt, 2), "MB/s": round(size_mb / dt, 1),

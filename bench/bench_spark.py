@@ -162,7 +162,8 @@ def main():
         os.close(fd)
     rows = []
     if not a.json:
-        print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores shared: figures are only comparable at low load)")
+        print(f"load average before: {os.getloadavg()[0]:.2f} "
+              "(2 cores shared: figures are only comparable at low load)")
     for op in ([a.only] if a.only else ["stats", "export"]):
         for engine in a.engines.split(","):
             out = tempfile.mkdtemp(prefix="rmqctl-bench-out-")

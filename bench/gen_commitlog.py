@@ -6,7 +6,6 @@ BLANK records at file ends) for benchmarks. Streaming: memory stays flat.
 from __future__ import annotations
 
 import argparse
-import os
 import struct
 import zlib
 from pathlib import Path

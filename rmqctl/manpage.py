@@ -196,7 +196,8 @@ def _files_section() -> str:
     from rmqctl.formats import KINDS
 
     body = "\n\n".join(explain_kind(k) for k in KINDS)
-    return ".SH FILES\nThe store layout, from the schemas rmqctl reads (field docs of formats/):\n.nf\n" + _esc(body) + "\n.fi"
+    return (".SH FILES\nThe store layout, from the schemas rmqctl reads (field docs of formats/):\n.nf\n"
+            + _esc(body) + "\n.fi")
 
 
 def _extra_section(full: str) -> str:

@@ -84,7 +84,9 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _B64 = {"base64", "hex", "none"}
 
 
-def message_json(r, body: str = "base64", raw_body: bool = False, _topic_cache={}, schema: str = "rmqctl.dump/1") -> str:
+def message_json(r, body: str = "base64", raw_body: bool = False,
+                 _topic_cache={},  # noqa: B006 -- deliberate per-process cache shared across calls
+                 schema: str = "rmqctl.dump/1") -> str:
     """jsonl(message_dict(r, body)) built without the intermediate dict: the dump --json hot path.
     tests/test_render.py proves both give identical lines."""
     topic = _topic_cache.get(r.topic)

@@ -292,7 +292,7 @@ class ParquetWriter:
         if self.buf:
             cols = list(zip(*self.buf))
             arrays = []
-            for (name, typ), vals in zip(zip(self.schema.names, self.schema.types), cols):
+            for (_name, typ), vals in zip(zip(self.schema.names, self.schema.types), cols):
                 if pa.types.is_map(typ):
                     vals = [None if v is None else list(v.items()) for v in vals]
                 arrays.append(pa.array(vals, type=typ))

@@ -244,7 +244,8 @@ class FileWalk:
             r = Record()
             r.buf, r.rel, r.offset, r.file_start = buf, rel, fstart + pos, fstart
             r.total_size, r.magic_code, r.body_crc, r.queue_id, r.flag = total, magic, body_crc, queue_id, flag
-            r.queue_offset, r.physical_offset, r.sys_flag, r.born_timestamp = queue_offset, physical_offset, sys_flag, born_ts
+            r.queue_offset, r.physical_offset = queue_offset, physical_offset
+            r.sys_flag, r.born_timestamp = sys_flag, born_ts
             r.born_host_raw, r.born_port, r.store_timestamp = born_addr, born_port, store_ts
             r.store_host_raw, r.store_port, r.reconsume_times = store_addr, store_port, reconsume
             r.prepared_transaction_offset, r.body_length, r.body_rel = prepared, body_len, body_rel

@@ -246,7 +246,8 @@ class _Bar:
         rate = done / elapsed
         eta = _clock((self.total - done) / rate) if rate > 0 else "-:--:--"
         u = self.unit
-        tail = f" {100 * done / self.total:3.0f}% {_human(done, u)}/{_human(self.total, u)} {_human(rate, u)}/s ETA {eta}"
+        tail = (f" {100 * done / self.total:3.0f}% {_human(done, u)}/{_human(self.total, u)}"
+                f" {_human(rate, u)}/s ETA {eta}")
         head = escape(self.description)
         room = width - 1 - len(head) - len(tail) - 1
         bar = ""

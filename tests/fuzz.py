@@ -24,7 +24,6 @@ import random
 import resource
 import shutil
 import signal
-import stat
 import struct
 import subprocess
 import sys
@@ -401,7 +400,7 @@ class Fuzzer:
         try:
             for cmd in self.commands(case):
                 code, stdout, stderr = (self._run_sub if self.subprocess_mode else self._run_inproc)(cmd)
-                name = " ".join(c for c in cmd[:2] if c.startswith("-") or not os.sep in c)
+                name = " ".join(c for c in cmd[:2] if c.startswith("-") or os.sep not in c)
                 out.codes[name] = code
                 if code == "hang":
                     out.problems.append(f"hang (> {self.case_timeout}s): rmqctl {' '.join(cmd)}")

@@ -12,7 +12,6 @@ Java 17 + Maven are required; nothing here skips when they are missing (the orac
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -63,7 +62,7 @@ def oracle(version: str, *args, timeout: float = 900, check: bool = True):
     try:
         return json.loads(r.stdout)
     except json.JSONDecodeError as e:
-        raise OracleError([version, *args], r.returncode, r.stdout, r.stderr + f"\n(stdout is not JSON: {e})")
+        raise OracleError([version, *args], r.returncode, r.stdout, r.stderr + f"\n(stdout is not JSON: {e})") from e
 
 
 def read_store(version: str, store, conf=None):

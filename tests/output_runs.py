@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 STORES = ROOT / "fixtures" / "stores"
 REAL = ROOT / "fixtures" / "real-world"
 RMQCTL = Path(sys.executable).parent / "rmqctl"
-TIMER = REAL / "_peer_written" / "mxsm__rocketmq-rust" / "rocketmq-store-local" / "tests" / "fixtures" / "timer" / "rust-v1"
+TIMER = (REAL / "_peer_written" / "mxsm__rocketmq-rust" / "rocketmq-store-local" / "tests" / "fixtures" / "timer"
+         / "rust-v1")
 REAL_STORE = REAL / "lidaxia2020__rocketmq-all-4.8.0-source-release" / "storemes"
 
 

@@ -102,7 +102,8 @@ def test_verify_is_clean_on_the_intact_store(cli):
 def test_verify_reports_the_crashed_store_behind(cli):
     code, out, err = cli("verify", STORES / CRASH / "store")
     assert code == 4, out + err
-    assert out.count("batchconsumequeue/BcqTopic/") == 2 and out.count("cq.behind") == 4      # + BcqTwo (no dir) and PlainTopic
+    # + BcqTwo (no dir) and PlainTopic
+    assert out.count("batchconsumequeue/BcqTopic/") == 2 and out.count("cq.behind") == 4
     assert "batchconsumequeue/BcqTwo/0: offset 0: cq.behind" in out
     assert "bcq.file_size" not in out and "bcq.file_name" not in out
 

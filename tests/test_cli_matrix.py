@@ -19,7 +19,6 @@ import select
 import subprocess
 import sys
 import tempfile
-import termios
 import time
 import tty
 from concurrent.futures import ThreadPoolExecutor

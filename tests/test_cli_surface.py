@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -70,7 +69,8 @@ def test_text_dump_of_a_cq_ext_file_ending_in_its_filler(tmp_path):
     r = rmqctl("dump", f)
     _no_crash(r)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.decode().splitlines()[-1] == f"# {f}: end-of-file filler at offset 72, 102 bytes to the end of the file"
+    assert r.stdout.decode().splitlines()[-1] == (f"# {f}: end-of-file filler at offset 72, "
+                                                  "102 bytes to the end of the file")
 
 
 def test_text_dump_of_a_checkpoint_with_trailing_garbage(tmp_path):

@@ -80,7 +80,8 @@ def test_dump_compaction_cq_units_are_what_the_broker_serves(cli, name):
 def test_dump_compaction_log_records_are_what_the_broker_serves(cli, name):
     st = STORES / name / "store"
     for q in view(name)["queues"]:
-        code, out, err = cli("dump", "--json", "--body", "base64", st / "compaction/compactionLog/KV" / str(q["queue_id"]))
+        code, out, err = cli("dump", "--json", "--body", "base64",
+                             st / "compaction/compactionLog/KV" / str(q["queue_id"]))
         assert code == 0, err
         recs = {}
         for line in out.splitlines():
@@ -490,7 +491,8 @@ def test_recover_from_start_rebuilds_lost_compaction_logs_as_the_brokers_dispatc
     assert "`rmqctl recover --from-start` does" in fs[0]["message"]
     code, out, err = cli("recover", st)
     assert code == 0, out + err             # a normal start re-dispatches nothing old, nor does recover
-    code, out, err = cli("recover", "--from-start", st, "--broker-config", STORES / "compaction-pending-v5/manifest.json")
+    code, out, err = cli("recover", "--from-start", st,
+                         "--broker-config", STORES / "compaction-pending-v5/manifest.json")
     assert code == 1, out + err
     assert tree(st, "compaction/compactionLog") | tree(st, "compaction/compactionCq") == want
     code, out, err = cli("verify", st)

@@ -93,7 +93,8 @@ def test_real_world_config_dirs_load(cdir):
 
 
 def test_timercheck_decoded():
-    p = REAL_WORLD / "_peer_written/mxsm__rocketmq-rust/rocketmq-store/tests/fixtures/upgrade/v0.9.0/local-file/config/timercheck"
+    p = (REAL_WORLD / "_peer_written/mxsm__rocketmq-rust/rocketmq-store/tests/fixtures/upgrade/v0.9.0"
+         / "local-file/config/timercheck")
     d = decode_timercheck(p.read_bytes())
     assert d["lastReadTimeMs"] == 0x1A001451620 and d["_size"] == 56
     d = decode_timercheck((REAL_WORLD / "apache__rocketmq/store/null/config/timercheck").read_bytes())

@@ -74,7 +74,8 @@ def test_reindented_files_read_with_integer_keys(rel):
 
 
 def test_peer_written_quoted_keys_stay_strings():
-    p = REAL_WORLD / "_peer_written/mxsm__rocketmq-rust/rocketmq-broker/tests/fixtures/upgrade/v0.9.0/config/consumerOffset.json"
+    p = (REAL_WORLD / "_peer_written/mxsm__rocketmq-rust/rocketmq-broker/tests/fixtures/upgrade/v0.9.0"
+         / "config/consumerOffset.json")
     doc = fj.loads(p.read_bytes())
     assert doc["offsetTable"]["V1UpgradeTopic@V1UpgradeGroup"] == {"0": 1}
 

@@ -126,7 +126,8 @@ def test_rebuild_without_index_files_says_which_geometry_it_uses(cli, tmp_path):
     shutil.rmtree(root / "index")
     code, out, err = cli("rebuild", "index", "--dry-run", "--json", root)
     notes = json.loads(out)["notes"]
-    assert code == 4 and any("maxHashSlotNum 5000000" in n and "--config" in n for n in notes), out + err  # 4: work to do
+    # 4: work to do
+    assert code == 4 and any("maxHashSlotNum 5000000" in n and "--config" in n for n in notes), out + err
 
 
 def test_geometry_never_opens_a_fifo(tmp_path):

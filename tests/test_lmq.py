@@ -162,7 +162,8 @@ def staged_per_record_vs_batch(tmp_path, name, what="cq"):
         shutil.rmtree(root / "consumequeue")
         cfg = StoreConfig().with_values(json.loads(manifest.read_text())["store_config"])
         store = Store.open(root, cfg)
-        recs = (lambda walk: CommitLog(store).records(walk=walk)) if mode == "records" else None
+        # the closure is used inside this iteration only: bind this iteration's store
+        recs = (lambda walk, store=store: CommitLog(store).records(walk=walk)) if mode == "records" else None
         (tmp_path / mode / "stage").mkdir()
         ctx = R.analyze_rebuild(store, what, tmp_path / mode / "stage", records=recs)
         out.append({a.path: hashlib.sha256(a.payload[1].read_bytes()).hexdigest()

@@ -107,6 +107,6 @@ def test_the_checker_catches_an_undocumented_or_mistyped_field():
 
 def test_each_line_is_one_compact_object(outputs):
     """Streams are JSON Lines, reports one object: no pretty-printed JSON spread over lines."""
-    for argv, _code, objs, _err in outputs:
+    for _argv, _code, objs, _err in outputs:
         for o in objs:
             assert json.loads(json.dumps(o)) == o

@@ -68,7 +68,7 @@ def _requirements():
 
     proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(proj["dependencies"])
-    for extra, items in proj["optional-dependencies"].items():
+    for _extra, items in proj["optional-dependencies"].items():
         reqs += [r for r in items if not r.startswith("rmqctl[")]
     out = {}
     for r in reqs:

@@ -112,7 +112,8 @@ def test_long_properties_take_the_gather_path():
 # -- index files ----------------------------------------------------------------------------------
 
 def ref_index(records, S, N, prev=None, skip=None):
-    """Scalar IndexService.buildIndex + IndexFile.putKey (docs/store-format.md, Index files): [(header, slots, items)]."""
+    """Scalar IndexService.buildIndex + IndexFile.putKey (docs/store-format.md, Index files):
+    [(header, slots, items)]."""
     files, cur = [], None
 
     def new():
@@ -168,7 +169,8 @@ record_st = st.tuples(st.integers(1, 500), st.integers(-4000, 9000), st.sampled_
                       st.lists(st.sampled_from([0, 1, 2, 5, 7, 11, 2**31 - 1, 123456]), max_size=4))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(record_st, max_size=40), st.sampled_from([1, 3, 7]), st.sampled_from([2, 3, 5, 64]),
        st.lists(st.integers(1, 8), max_size=10), st.booleans(), st.integers(0, 3))
 def test_dispatch_many_equals_the_scalar_put(tmp_path_factory, raw, S, N, cuts, with_prev, skip_n):
@@ -222,7 +224,8 @@ def test_scalar_dispatch_and_batches_agree(tmp_path):
 
 # -- consume queues ---------------------------------------------------------------------------------
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(1, 90), st.sampled_from([0, 1, 1, 1, 1, 2, -1, -3, 5])), max_size=60),
        st.integers(0, 12), st.lists(st.integers(1, 9), max_size=8), st.booleans())
 def test_put_many_equals_put(tmp_path_factory, steps, q0, cuts, stream):
@@ -311,7 +314,8 @@ def tricky_store(root: Path) -> Path:
         q = qo.get(key, 0)
         body = f"b{i}".encode() * rnd.randint(1, 30)
         rec = F._record(topic=topic, qid=qid, qoff=q, phys=base + pos, body=body, props=praw,
-                        born_ts=1_700_000_000_000 + i * 900, store_ts=1_700_000_000_000 + i * 900 + rnd.randint(-2000, 2000),
+                        born_ts=1_700_000_000_000 + i * 900,
+                        store_ts=1_700_000_000_000 + i * 900 + rnd.randint(-2000, 2000),
                         sys_flag=sf, prop_crc=i % 5 == 0)
         if len(rec) + 8 > fs - pos:
             files[-1][pos:pos + 8] = struct.pack(">ii", fs - pos, -875286124)

@@ -225,7 +225,8 @@ def test_rebuild_cq_one_queue_only(cli, tmp_path):
 # -- builders against the spec's vectors ---------------------------------------------------------------
 
 def test_index_builder_matches_spec_vector(tmp_path):
-    """docs/store-format.md, Worked example: the two example records give exactly the documented header, slots and items."""
+    """docs/store-format.md, Worked example: the two example records give exactly the documented header,
+    slots and items."""
     from rmqctl.repair.rebuild_index import IndexRebuilder
 
     S, N = 5_000_000, 20_000_000
@@ -238,9 +239,13 @@ def test_index_builder_matches_spec_vector(tmp_path):
     assert len(data) == 420_000_040
     assert data[:40].hex().upper() == ("0000018BCFE5687B0000018BCFE57DF70000000000000000000000000000007B"
                                        "0000000300000005")
-    slot = lambda s: struct.unpack_from(">i", data, 40 + 4 * s)[0]
+    def slot(s):
+        return struct.unpack_from(">i", data, 40 + 4 * s)[0]
+
     assert slot(2746024) == 3 and slot(4362993) == 2 and slot(2746025) == 4
-    item = lambda n: data[20_000_040 + 20 * n:20_000_060 + 20 * n].hex().upper()
+    def item(n):
+        return data[20_000_040 + 20 * n:20_000_060 + 20 * n].hex().upper()
+
     assert item(0) == "00" * 20
     assert item(1) == "0029E6A8" "0000000000000000" "00000000" "00000000"
     assert item(2) == "7F37CB71" "000000000000007B" "00000005" "00000000"

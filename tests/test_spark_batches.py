@@ -101,7 +101,8 @@ def test_rows_equal_reference_on_fixtures(fx):
         assert _arrow_rows(fx / "store", split_size=size, window=window) == want, (size, window)
 
 
-def _pack(pos, topic, props: bytes, body, *, v6_born=False, v6_store=False, sys_flag=0, qid=0, qoff=0, ts=1_700_000_000_000):
+def _pack(pos, topic, props: bytes, body, *, v6_born=False, v6_store=False, sys_flag=0, qid=0, qoff=0,
+          ts=1_700_000_000_000):
     sys_flag |= (0x10 if v6_born else 0) | (0x20 if v6_store else 0)
     born = (bytes(range(1, 17)) if v6_born else bytes([10, 0, 0, 1])) + struct.pack(">i", 50000)
     store = (bytes(range(32, 48)) if v6_store else bytes([10, 0, 0, 2])) + struct.pack(">i", 10911)

@@ -34,7 +34,8 @@ def _wait_for(path: Path, text: str, proc, timeout=90):
         if proc.poll() is not None:
             break
         time.sleep(0.5)
-    raise AssertionError(f"{text!r} not seen in {path}:\n{path.read_text(errors='replace')[-3000:] if path.exists() else ''}")
+    seen = path.read_text(errors='replace')[-3000:] if path.exists() else ''
+    raise AssertionError(f"{text!r} not seen in {path}:\n{seen}")
 
 
 @pytest.fixture(scope="module")

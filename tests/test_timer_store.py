@@ -142,8 +142,10 @@ FAULTS = {
     # name: (inject(store) -> None, expected check)
     "slot_past_end": (lambda s: _put(s / "timerwheel", _slot_of(s, 1392) * SLOT + 8, ">qq", 5000, 5000),
                       "timer.slot_position"),
-    "unit_message": (lambda s: _put(s / "timerlog" / "00000000000000000000", 2 * UNIT + 28, ">q", 3), "timer.unit_message"),
-    "broken_chain": (lambda s: _put(s / "timerlog" / "00000000000000000000", 3 * UNIT + 4, ">q", -1), "timer.slot_chain"),
+    "unit_message": (lambda s: _put(s / "timerlog" / "00000000000000000000", 2 * UNIT + 28, ">q", 3),
+                     "timer.unit_message"),
+    "broken_chain": (lambda s: _put(s / "timerlog" / "00000000000000000000", 3 * UNIT + 4, ">q", -1),
+                     "timer.slot_chain"),
     "bad_unit": (lambda s: _put(s / "timerlog" / "00000000000000000540", 3 * UNIT, ">i", 7), "timer.bad_unit"),
     "topic_hash": (lambda s: _put(s / "timerlog" / "00000000000000000540", UNIT + 40, ">i", 12345),
                    "timer.unit_topic_hash"),

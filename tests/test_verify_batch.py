@@ -153,7 +153,8 @@ def reference_scan_file(ctx, path, start, size):
                         t.missing += 1
                         if t.first_missing is None:
                             t.first_missing = (r.offset, q)
-                    elif u[0] != r.offset or u[1] != r.total_size or (u[2] != tags and (ext_floor is None or u[2] > ext_floor)):
+                    elif (u[0] != r.offset or u[1] != r.total_size
+                          or (u[2] != tags and (ext_floor is None or u[2] > ext_floor))):
                         t.mismatches += 1
                         if t.first_mismatch is None:
                             t.first_mismatch = (q, (r.offset, r.total_size, tags), u)
@@ -411,7 +412,7 @@ def test_parallel_ranges_report_equals_one_process(synthetic, tmp_path, monkeypa
         if damaged:
             F.flip_body_bit(root, F.pick_record(root, body=True, file_size=cfg["mappedFileSizeCommitLog"]))
 
-        def report(jobs):
+        def report(jobs, root=root):  # called within this iteration only: bind this iteration's root
             store = Store.open(root, StoreConfig().with_values(cfg), check_supported=False)
             rep = run.verify_store(store, jobs=jobs)
             rep.stats.pop("seconds")

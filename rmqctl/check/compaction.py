@@ -193,8 +193,9 @@ def _behind(store, qs, sz, findings) -> None:
                                     f"{n} keyed message(s) of COMPACTION topic {t} queue {qid} (from commitlog offset "
                                     f"{first}) are not in its compaction log: consumers do not see them; "
                                     + ("the abnormal recovery re-dispatches them (`rmqctl recover` does the same)"
-                                       if store.abort_exists else "a normal start never re-dispatches them; `rmqctl recover --from-start` "
-                                          "does")))
+                                       if store.abort_exists
+                                       else "a normal start never re-dispatches them; "
+                                            "`rmqctl recover --from-start` does")))
 
 
 def _against_commitlog(store, lf, r, findings, qname) -> bool:

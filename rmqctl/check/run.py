@@ -354,7 +354,8 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
 
     # --- config -----------------------------------------------------------------------------------
     if "config" in areas:
-        cfc.check_configs(store, findings, (lambda t, q: queue_ranges.get((t, q))) if "cq" in areas else (lambda t, q: None))
+        cfc.check_configs(store, findings,
+                          (lambda t, q: queue_ranges.get((t, q))) if "cq" in areas else (lambda t, q: None))
     for p, why in sorted(store.not_followed.items()):
         findings.append(Finding(WARNING, "store.not_followed", str(p), None, None, None,
                                 f"{why}; not checked"))

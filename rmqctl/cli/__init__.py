@@ -18,7 +18,8 @@ from rmqctl.status import EXIT_CODES_DOC, INTERRUPTED, Exit
 COMMANDS = {
     "dump": ("rmqctl.cli.dump_cmd", "dump", "Print any store file (or summarise a store) as text or JSON Lines."),
     "verify": ("rmqctl.cli.verify_cmd", "verify", "Check a store's integrity, read-only; cron friendly."),
-    "recover": ("rmqctl.cli.recover_cmd", "recover", "Offline abnormal recovery after an unclean shutdown, with backup."),
+    "recover": ("rmqctl.cli.recover_cmd", "recover",
+                "Offline abnormal recovery after an unclean shutdown, with backup."),
     "rebuild": ("rmqctl.cli.recover_cmd", "rebuild", "Regenerate consume queues or index files from the commitlog."),
     "undo": ("rmqctl.cli.undo_cmd", "undo", "Restore what a previous repair changed, bit-exact."),
     "query": ("rmqctl.cli.query_cmd", "query", "Find messages by offset, message id, key, unique key or time."),
@@ -26,9 +27,11 @@ COMMANDS = {
     "stats": ("rmqctl.cli.spark_cmd", "stats", "Per topic/queue statistics over one or more stores (Spark)."),
     "export": ("rmqctl.cli.spark_cmd", "export", "Export messages to Parquet or JSON Lines (Spark)."),
     "diff": ("rmqctl.cli.diff_cmd", "diff", "Compare two replicas (master/slave, backups): common prefix, verdict."),
-    "reclaim": ("rmqctl.cli.reclaim_cmd", "reclaim", "Free disk space: expire consumed commitlog files like the broker."),
+    "reclaim": ("rmqctl.cli.reclaim_cmd", "reclaim",
+                "Free disk space: expire consumed commitlog files like the broker."),
     "replay": ("rmqctl.cli.replay_cmd", "replay", "Send exported messages back into a running cluster (gRPC proxy)."),
-    "quarantine": ("rmqctl.cli.quarantine_cmd", "quarantine", "List and prune the repair journals in rmqctl-quarantine/."),
+    "quarantine": ("rmqctl.cli.quarantine_cmd", "quarantine",
+                   "List and prune the repair journals in rmqctl-quarantine/."),
 }
 
 

@@ -614,7 +614,8 @@ def topics_list(store, as_json):
 
 def _topic_opts(f):
     f = click.option("--order/--no-order", default=None, help="Ordered topic flag.")(f)
-    f = click.option("--perm", "-p", type=click.IntRange(0, 7), help="4 read + 2 write + 1 inherit (6 = read/write).")(f)
+    f = click.option("--perm", "-p", type=click.IntRange(0, 7),
+                     help="4 read + 2 write + 1 inherit (6 = read/write).")(f)
     f = click.option("--write-queues", "-w", type=int, help="writeQueueNums.")(f)
     f = click.option("--read-queues", "-r", type=int, help="readQueueNums.")(f)
     return f

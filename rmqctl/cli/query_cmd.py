@@ -18,7 +18,8 @@ from rmqctl.status import Exit
 @click.option("--msg-id", "-i", help="An offsetMsgId (store host + port + commitlog offset, 32 or 56 hex chars).")
 @click.option("--topic", "-t", help="Topic for --key/--uniq-key/--offset/--time, or alone with --begin/--end.",
               shell_complete=complete_topic)
-@click.option("--queue", "-q", type=click.IntRange(min=0), help="Queue id for --offset/--time (or to narrow a time range).")
+@click.option("--queue", "-q", type=click.IntRange(min=0),
+              help="Queue id for --offset/--time (or to narrow a time range).")
 @click.option("--offset", "-o", type=click.IntRange(min=0), help="Logical queue offset (needs --topic, --queue).")
 @click.option("--key", "-k", help="A message key (KEYS), looked up in the index files (needs --topic).")
 @click.option("--uniq-key", help="A client message id (UNIQ_KEY), looked up in the index files (needs --topic).")

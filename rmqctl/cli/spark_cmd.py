@@ -35,7 +35,8 @@ def filter_options(f):
     f = click.option("--topic", "topics", multiple=True, help="Only this topic (repeatable).",
                      shell_complete=complete_topic)(f)
     f = click.option("--queue", "queues", type=int, multiple=True, help="Only this queue id (repeatable).")(f)
-    f = click.option("--key", "keys", multiple=True, help="Only messages with this KEYS entry or UNIQ_KEY (repeatable).")(f)
+    f = click.option("--key", "keys", multiple=True,
+                     help="Only messages with this KEYS entry or UNIQ_KEY (repeatable).")(f)
     f = click.option("--begin", help="Store time >= this (epoch ms, ISO 8601, yyyy-MM-dd#HH:mm:ss:SSS, now, "
                                       "-2h...; no zone = local time, TZ or --utc to change).")(f)
     f = click.option("--end", help="Store time < this.")(f)

@@ -40,7 +40,7 @@ def dispatch_segments(store, files, segments, validated_from, states, rebuilder,
     fill_at = {f.start: f for f in fillers}
     idx_from = idx["from"] if idx is not None else None
     topics = VD.Topics()
-    for si, (a, b) in enumerate(segments):
+    for _si, (a, b) in enumerate(segments):
         walk = Walk()
         # Records before the broker's start file are trusted like the broker trusts them (its reput
         # does not check CRCs either); everything from the start file on was validated by pass 1.

@@ -102,7 +102,8 @@ def rebuild_plan(store, ctx, *, topic=None, queue=None) -> None:
                                   "broker fails to load the queue while it is there)")
         for f in q.log_files:
             if f.size != sz.log:
-                (plan.problems if not (q.cq_dir / f.name).exists() else plan.notes).append(f"{_rel(root, f.path)}: {f.size} bytes, not the compaction log size {sz.log} ("
+                (plan.problems if not (q.cq_dir / f.name).exists() else plan.notes).append(
+                                  f"{_rel(root, f.path)}: {f.size} bytes, not the compaction log size {sz.log} ("
                                   f"{sz.how}); its CQ file is not regenerated: give the broker config "
                                   "(compactionCqMappedFileSize, compactionMappedFileSize)")
                 continue

@@ -21,8 +21,8 @@ from pathlib import Path
 
 @dataclass
 class Action:
-    kind: str                 # zero_range | delete_file | write_file | create_file | write_record | write_bytes | truncate_file |
-                              # remove_abort
+    kind: str                 # zero_range | delete_file | write_file | create_file | write_record | write_bytes |
+                              # truncate_file | remove_abort
     path: str
     why: str
     offset: int | None = None

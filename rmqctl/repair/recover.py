@@ -411,7 +411,7 @@ def deleted_topics_note(store, states, plan) -> None:
     from rmqctl.repair.topic_filter import load_filter
 
     added = {}
-    for (t, q), st in states.items():
+    for (t, _q), st in states.items():
         if st.added:
             added[t] = added.get(t, 0) + st.added
     if not added:

@@ -144,7 +144,7 @@ def plan_local(stores: list[StoreRef], files_by_store: dict, *, split_size: int 
     """files_by_store: name -> [(path, file_start, file_size)] in offset order."""
     extents, total = {}, 0
     for ref in stores:
-        for i, (path, start, size) in enumerate(files_by_store[ref.name]):
+        for i, (path, _start, size) in enumerate(files_by_store[ref.name]):
             ext = size
             if mode == "pread" and i == len(files_by_store[ref.name]) - 1:
                 try:

@@ -354,7 +354,7 @@ class Merge:
 
     def result(self, stores, offsets, scan) -> dict:
         queues: dict = {}
-        for (st, t, q, m), a in sorted(self.minutes.items()):
+        for (st, t, q, _m), a in sorted(self.minutes.items()):
             d = queues.get((st, t, q))
             if d is None:
                 queues[(st, t, q)] = {"store": st, "topic": t, "queue_id": q, **dict(zip(_NUM, a[:7])),
@@ -374,7 +374,7 @@ class Merge:
         qs = list(queues.values())
         width = _width(min((d["first_ts"] for d in qs), default=0), max((d["last_ts"] for d in qs), default=0))
         series: dict = {}
-        for (st, t, q, m), a in self.minutes.items():
+        for (_st, t, _q, m), a in self.minutes.items():
             k = (t, (m // width) * width)
             series[k] = series.get(k, 0) + a[0]
         regs = {k: (v[0].tobytes(), v[1].tobytes()) for k, v in self.regs.items()}
