@@ -59,6 +59,7 @@ public final class Main {
         "  hold-lock --store DIR",
         "  compaction-write --scenario F --store DIR | compaction-read|compaction-restart --store DIR [--conf F]  (5.x)",
         "  salvage --store DIR [--conf FILE.json] [--group G]   (getMessage from each group's committed offsets)",
+        "  rocksdb-write --scenario F --store DIR | rocksdb-read --store DIR [--conf F]  (5.x, storeType=defaultRocksDB)",
         "  timer-write --scenario F --store DIR | timer-read --store DIR [--conf F] | timer-restart --store DIR (v5)",
         "  version");
 
@@ -203,6 +204,20 @@ public final class Main {
                     throw new UsageException(cmd + ": RocketMQ " + c.version() + " has no timer store");
                 }
                 emit(t.getMethod("run", Compat.class, String.class, Map.class).invoke(null, c, cmd, opts(args, 1)));
+                return 0;
+            }
+            case "rocksdb-write":
+            case "rocksdb-read": {
+                // storeType=defaultRocksDB (RocksStore.java, v5 module only)
+                Class<?> r;
+                try {
+                    r = Class.forName("oracle.RocksStore");
+                } catch (ClassNotFoundException e) {
+                    throw new UsageException(cmd + ": RocketMQ " + c.version() + " has no RocksDB store");
+                }
+                java.lang.reflect.Method fn = r.getDeclaredMethod("run", Compat.class, String.class, Map.class);
+                fn.setAccessible(true);
+                emit(fn.invoke(null, c, cmd, opts(args, 1)));
                 return 0;
             }
             default:
