@@ -103,6 +103,13 @@ def _dump_one(path: Path, emit, problems: list, *, kind, cfg, **kw) -> None:
 
         emit.summary(summarize(Store(path, cfg)))
         return
+    if path.is_dir() and kind is None and (path / "CURRENT").is_file():
+        from rmqctl.store.rocksdb_cq import dump_dir   # storeType=defaultRocksDB: a RocksDB directory
+
+        for item in dump_dir(path, topic=kw.get("topic"), queue=kw.get("queue"), skip=kw.get("skip") or 0,
+                             count=kw.get("count")):
+            emit.item(item)
+        return
     files = _files_of(path) if path.is_dir() else [_named_file(path)]
     k = kind or dumping.detect_kind(files[0] if files else path / ("0" * 20))
     cfg = _with_store_inference(cfg, path)

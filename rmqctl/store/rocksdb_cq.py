@@ -345,9 +345,12 @@ class ConsumeQueues:
 def read_metadata(root) -> dict:
     """{table: {"entries": {key: document}, "data_version": ..., "forbidden": {...}, "bad": [...]}} of the
     metadata RocksDBs present under store/config/."""
-    out = {}
-    for name, d in metadata_dirs(root).items():
-        t: dict = {"path": str(d), "entries": {}, "bad": []}
+    return {name: read_metadata_one(d) for name, d in metadata_dirs(root).items()}
+
+
+def read_metadata_one(d) -> dict:
+    t: dict = {"path": str(d), "entries": {}, "bad": []}
+    if True:
         with RocksDB(d) as db:
             for k, v in db.items("default"):
                 key = k.decode("utf-8", "replace")
@@ -370,8 +373,7 @@ def read_metadata(root) -> dict:
                     t["bad"].append(f"forbidden {k!r}: value is not JSON")
             if forb:
                 t["forbidden"] = forb
-        out[name] = t
-    return out
+    return t
 
 
 def offsets_table(meta: dict) -> dict:
@@ -379,3 +381,102 @@ def offsets_table(meta: dict) -> dict:
     t = meta.get("consumerOffsets", {}).get("entries", {})
     return {k: {int(q): o for q, o in (v.get("offsetTable") or {}).items()} for k, v in t.items()
             if isinstance(v, dict)}
+
+
+def rocksdb_version(dbdir) -> str | None:
+    """The RocksDB version that last wrote the database: `rocksdb_version=` of its newest OPTIONS file (evidence of
+    the broker's rocketmq-rocksdb; 5.3.3 ships rocketmq-rocksdb 1.0.2, RocksDB 8.4.0). Read as text, no binding."""
+    opts = sorted(Path(dbdir).glob("OPTIONS-*"), key=lambda p: (len(p.name), p.name))
+    if not opts:
+        return None
+    try:
+        with open(opts[-1], "rb") as f:
+            head = f.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in head.splitlines():
+        line = line.strip()
+        if line.startswith("rocksdb_version="):
+            return line.split("=", 1)[1]
+    return None
+
+
+def summarize(store) -> dict:
+    """The `rocksdb` part of `dump STORE` and its consume_queues list (in the file-store shape)."""
+    root = store.root
+    out: dict = {}
+    cqs = []
+    if is_rocksdb_dir(root / "consumequeue"):
+        with ConsumeQueues.open(root, store.commitlog.min_offset) as c:
+            for (t, q), info in sorted(c.queues.items()):
+                cqs.append({"topic": t, "queue_id": q, "files": 0, "min_offset": c.min_offset(t, q),
+                            "max_offset": info.max_offset})
+            out["consume_queues"] = {
+                "path": str(root / "consumequeue"), "rocksdb_version": rocksdb_version(root / "consumequeue"),
+                "column_families": c.db.column_families, "queues": len(c.queues),
+                "dispatched_up_to": c.checkpoint, "malformed_entries": len(c.bad)}
+    meta = {}
+    for name, d in metadata_dirs(root).items():
+        try:
+            m = read_metadata_one(d)
+            meta[name] = {"entries": len(m["entries"]), "data_version": m["data_version"],
+                          "rocksdb_version": rocksdb_version(d), "problems": m["bad"]}
+        except FormatError as e:
+            meta[name] = {"entries": 0, "data_version": None, "rocksdb_version": rocksdb_version(d),
+                          "problems": [str(e)]}
+    if meta:
+        out["metadata"] = meta
+    return {"rocksdb": out, "consume_queues": cqs}
+
+
+def dump_dir(d, *, topic: str | None = None, queue: int | None = None, skip: int = 0, count: int | None = None):
+    """`dump DIR` of one RocksDB directory: the consume-queue RocksDB (units, then the offset column family) or a
+    metadata RocksDB (every entry of every column family), as dump items."""
+    d = Path(d)
+    items = _dump_cq(d, topic, queue) if d.name == "consumequeue" else _dump_meta(d)
+    n = 0
+    for i, it in enumerate(items):
+        if i < skip:
+            continue
+        if count is not None and n >= count:
+            return
+        n += 1
+        yield it
+
+
+def _bad_item(b: Bad) -> dict:
+    return {"kind": "rocksdb_malformed", "column_family": b.cf, "key": b.key.hex(), "problem": b.why}
+
+
+def _dump_cq(d: Path, topic, queue):
+    with ConsumeQueues.open(d.parent) as c:
+        for u in c.units(topic, queue):
+            if isinstance(u, Bad):
+                yield _bad_item(u)
+            elif queue is None or u.queue_id == queue:
+                yield {"kind": "rocksdb_cq_unit", "topic": u.topic, "queue_id": u.queue_id,
+                       "queue_offset": u.queue_offset, "physical_offset": u.phy_offset, "size": u.size,
+                       "tags_code": u.tags_code, "store_timestamp": u.store_timestamp}
+        for b in c.bad:
+            yield _bad_item(b)
+        for (t, q), info in sorted(c.queues.items()):
+            if (topic is not None and t != topic) or (queue is not None and q != queue):
+                continue
+            for e in (info.min_entry, info.max_entry):
+                if e is not None:
+                    yield {"kind": "rocksdb_cq_offset", "topic": t, "queue_id": q, "entry": e.kind,
+                           "physical_offset": e.phy_offset, "queue_offset": e.queue_offset}
+        if c.checkpoint is not None and topic is None:
+            yield {"kind": "rocksdb_checkpoint", "dispatched_up_to": c.checkpoint}
+
+
+def _dump_meta(d: Path):
+    with RocksDB(d) as db:
+        for cf in db.column_families:
+            for k, v in db.items(cf):
+                try:
+                    val = json.loads(v)
+                except ValueError:
+                    val = v.decode("utf-8", "replace")
+                yield {"kind": "rocksdb_metadata", "table": d.name, "column_family": cf,
+                       "key": k.decode("utf-8", "replace"), "value": val}
