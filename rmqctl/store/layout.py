@@ -144,6 +144,10 @@ class Store:
     # --- consume queues --------------------------------------------------------------------
     def queues(self, kind: str = "consumequeue") -> list[tuple[str, int]]:
         """(topic, queueId) of every queue directory; non-numeric queue dirs are skipped like the broker does."""
+        if kind == "consumequeue" and self.engine == "rocksdb":     # storeType=defaultRocksDB
+            from rmqctl.store.rocksdb_cq import queue_ids
+
+            return queue_ids(self.root)
         base = self.root / kind
         out = []
         if not self._dir_ok(base):

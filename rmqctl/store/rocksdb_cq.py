@@ -480,3 +480,118 @@ def _dump_meta(d: Path):
                     val = v.decode("utf-8", "replace")
                 yield {"kind": "rocksdb_metadata", "table": d.name, "column_family": cf,
                        "key": k.decode("utf-8", "replace"), "value": val}
+
+
+class RocksQueueView:
+    """One RocksDB consume queue in the shape of timesearch.QueueView (what query reads): min/max offsets as the
+    broker serves them, unit_at(q) -> (commitlog offset, size, tagsCode), the broker's search by time."""
+
+    def __init__(self, store, topic: str, queue_id: int):
+        self.topic, self.queue_id = topic, queue_id
+        self.cqs = ConsumeQueues.open(store.root, max(0, store.commitlog.min_offset))
+        self.reads = 0
+        self.notes: list = []
+        known = (topic, queue_id) in self.cqs.queues
+        self.files = [str(self.cqs.db.path)] if known else []
+        self.min_offset = self.cqs.min_offset(topic, queue_id) if known else 0
+        self.max_offset = self.cqs.max_offset(topic, queue_id)
+
+    def unit_at(self, q: int):
+        self.reads += 1
+        u = self.cqs.unit(self.topic, self.queue_id, q)
+        return None if u is None else (u.phy_offset, u.size, u.tags_code)
+
+    def offset_by_time(self, timestamp: int) -> int:
+        return self.cqs.offset_by_time(self.topic, self.queue_id, timestamp)
+
+    def close(self):
+        self.cqs.close()
+
+
+def queue_ids(root) -> list[tuple[str, int]]:
+    """(topic, queueId) of every queue with an entry in the offset column family or a unit."""
+    with ConsumeQueues.open(root) as c:
+        return sorted(c.queues)
+
+
+def offsets_json(root) -> bytes:
+    """The RocksDB consumer offsets in consumerOffset.json's shape ({"offsetTable": {"topic@group": {q: o}}})."""
+    return json.dumps({"offsetTable": offsets_table(read_metadata(root))}).encode()
+
+
+# config name (as `rmqctl config` names the JSON files) -> metadata RocksDB directory under config/
+CONFIG_TABLES = {"topics": "topics", "subscriptionGroup": "subscriptionGroups", "consumerOffset": "consumerOffsets"}
+
+
+def config_table(target, name: str | None):
+    """(config name, RocksDB dir) when `config show TARGET [NAME]` names a metadata RocksDB, else None. TARGET is a
+    store, its config/ or the RocksDB directory itself; a broker with storeType=defaultRocksDB loads these
+    RocksDBs (the JSON files are merged in only when the RocksDB has no data)."""
+    target = Path(target)
+    rev = {v: k for k, v in CONFIG_TABLES.items()}
+    if is_rocksdb_dir(target) and target.name in rev and name is None:
+        return rev[target.name], target
+    if name is None or not target.is_dir():
+        return None
+    key = name[:-5] if name.endswith(".json") else name
+    if key not in CONFIG_TABLES:
+        return None
+    for cdir in (target / "config", target):
+        d = cdir / CONFIG_TABLES[key]
+        if is_rocksdb_dir(d):
+            return key, d
+    return None
+
+
+def config_document(name: str, d) -> tuple[dict, dict]:
+    """(document in the JSON file's shape, summary) of one metadata RocksDB: topics -> topicConfigTable,
+    subscriptionGroup -> subscriptionGroupTable (+ forbiddenTable), consumerOffset -> offsetTable."""
+    m = read_metadata_one(d)
+    dv = m.get("data_version")
+    if name == "topics":
+        doc = {"topicConfigTable": m["entries"]}
+    elif name == "subscriptionGroup":
+        doc = {"subscriptionGroupTable": m["entries"], "forbiddenTable": m.get("forbidden", {})}
+    else:
+        doc = {"offsetTable": {k: (v.get("offsetTable") if isinstance(v, dict) else v)
+                               for k, v in m["entries"].items()}}
+    if dv is not None:
+        doc["dataVersion"] = dv
+    size = sum(p.stat().st_size for p in Path(d).iterdir() if p.is_file())
+    return doc, {"entries": len(m["entries"]), "problems": m["bad"], "size": size}
+
+
+def start_plan(store) -> str:
+    """What the broker redoes on start for a RocksDB store (the plan rebuild cq / recover print when refusing)."""
+    from rmqctl.dispatch import goes_to_consume_queue
+    from rmqctl.store.commitlog import CommitLog
+
+    with ConsumeQueues.open(store.root, max(0, store.commitlog.min_offset)) as c:
+        ckpt = c.checkpoint if c.checkpoint is not None else 0
+    n, queues, end = 0, set(), max(0, store.commitlog.min_offset)
+    for r in CommitLog(store).records(check_crc=False, check_prop_crc=False):
+        end = r.end
+        if r.offset >= ckpt and goes_to_consume_queue(r.sys_flag):
+            n += 1
+            queues.add((r.topic, r.queue_id))
+    how = "abnormal recovery (abort present)" if store.abort_exists else "normal recovery"
+    if n:
+        redo = (f"re-dispatches the commitlog from offset {ckpt} (the RocksDB's dispatch checkpoint) to {end}: "
+                f"{n} message(s) into {len(queues)} queue(s)")
+    else:
+        redo = f"has nothing to re-dispatch (the RocksDB's dispatch checkpoint {ckpt} is at the commitlog end {end})"
+    tail = f", and deletes the units beyond the commitlog end {end}" if ckpt > end else ""
+    return f"on its next start ({how}) the broker {redo}{tail}"
+
+
+def refuse_offline_write(store_dir, command: str) -> None:
+    """rebuild cq / recover on a storeType=defaultRocksDB store: UnsupportedStoreError (exit 8) with the plan."""
+    from rmqctl.store.layout import Store
+
+    if engine_of(store_dir) != "rocksdb":
+        return
+    store = Store.open(store_dir, rocksdb=True)
+    raise UnsupportedStoreError(
+        f"{command}: the consume queues are in RocksDB (storeType=defaultRocksDB); rmqctl does not write RocksDB "
+        f"offline (its SST/MANIFEST files cannot be journaled and undone byte-exact); plan: {start_plan(store)}",
+        path=store_dir)
