@@ -50,7 +50,8 @@ def check_store(store, findings: list, *, cl_min: int, cl_end: int | None) -> tu
         _check_offsets(cqs, units, findings, path, ranges)
         if cl_end is not None:
             # after the broker's start: the queues as re-dispatched from the checkpoint
-            for key, nxt in _against_commitlog(store, cqs, units, findings, path, ckpt, cl_min, cl_end).items():
+            for key, nxt in _against_commitlog(store, cqs, units, findings, path, ckpt, cl_min, cl_end,
+                                                  dict(ranges)).items():
                 lo, hi = ranges.get(key, (0, 0))
                 ranges[key] = (lo, max(hi, nxt))
         if cl_end is not None and ckpt > cl_end:
@@ -71,7 +72,10 @@ def _check_offsets(cqs, units, findings, path, ranges):
                                     "none", "the queue has units but no max entry: the broker serves it as empty"))
             continue
         mx = info.max_entry
-        lo = cqs.min_offset(t, q)
+        try:
+            lo = cqs.min_offset(t, q)
+        except FormatError:          # a malformed unit on the broker's search path (reported as malformed)
+            lo = info.min_entry.queue_offset if info.min_entry is not None else min(have, default=0)
         ranges[key] = (lo, mx.queue_offset + 1)
         last = have.get(mx.queue_offset)
         if last is None:
@@ -88,14 +92,17 @@ def _check_offsets(cqs, units, findings, path, ranges):
                                     f"no unit after the max entry's queue offset {mx.queue_offset}",
                                     f"{len(beyond)} unit(s) up to {max(beyond)}",
                                     "units beyond the max entry are not served"))
-        missing = [o for o in range(lo, mx.queue_offset + 1) if o not in have]
+        base = info.min_entry.queue_offset if info.min_entry is not None else min(have, default=lo)
+        missing = [o for o in range(base, mx.queue_offset + 1) if o not in have]
         if missing:
+            served = (f"; the broker serves the queue from offset {lo}, so the {lo - base} unit(s) before are not "
+                      f"served either" if lo > base else f"; the broker serves the queue from offset {lo}")
             findings.append(Finding(ERROR, "rocksdb_cq.gap", where, missing[0], "a unit per offset in "
-                                    f"[{lo}, {mx.queue_offset}]", f"{len(missing)} missing",
-                                    f"first missing queue offset {missing[0]}: a pull there finds nothing"))
+                                    f"[{base}, {mx.queue_offset}]", f"{len(missing)} missing",
+                                    f"first missing queue offset {missing[0]}{served}"))
 
 
-def _against_commitlog(store, cqs, units, findings, path, ckpt, cl_min, cl_end):
+def _against_commitlog(store, cqs, units, findings, path, ckpt, cl_min, cl_end, ranges):
     """Each dispatchable message below the checkpoint has its unit; each unit points at its message."""
     cfg = store.config
     matched = set()
@@ -117,7 +124,7 @@ def _against_commitlog(store, cqs, units, findings, path, ckpt, cl_min, cl_end):
             if u is not None and u.phy_offset == r.offset:
                 matched.add((key, r.queue_offset))
             continue
-        lo = cqs.min_offset(*key) if key in cqs.queues else 0
+        lo = ranges.get(key, (0, 0))[0]
         if u is None:
             if r.queue_offset >= lo and per_queue[key] < MAX_EACH:
                 per_queue[key] += 1

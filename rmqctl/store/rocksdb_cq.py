@@ -282,18 +282,39 @@ class ConsumeQueues:
         return u
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        """getMinCqOffset: the min entry while its unit is still in the commitlog, else the first unit whose
-        message is at or after the commitlog's min offset (the broker's correction), else 0."""
+        """getMinCqOffset (RocksDBConsumeQueueOffsetTable): the min entry while its message is still in the
+        commitlog; else correctMinCqOffset: the max entry's offset + 1 when even the last unit is expired, else the
+        broker's binary search (binarySearchInCQ, min=true) for the first unit at or after the commitlog's min offset
+        from the min entry's offset (0 without one). That search steps over a missing unit as if it were below the
+        target, so a hole in a queue makes the broker's min offset jump past it (the units before are not served)."""
         q = self.queues.get((topic, queue_id))
-        if q is not None and q.min_entry is not None and q.min_entry.phy_offset >= self.commitlog_min:
-            return q.min_entry.queue_offset
-        start = q.min_entry.queue_offset if q is not None and q.min_entry is not None else 0
-        if self.commitlog_min <= 0 and q is not None and q.min_entry is None:
+        cl_min = self.commitlog_min
+        lo = 0
+        if q is not None and q.min_entry is not None:
+            if q.min_entry.phy_offset >= cl_min:
+                return q.min_entry.queue_offset
+            lo = q.min_entry.queue_offset
+        if q is None or q.max_entry is None:
             return 0
-        for u in self.units(topic, queue_id):
-            if isinstance(u, Unit) and u.queue_offset >= start and u.phy_offset >= self.commitlog_min:
-                return u.queue_offset
-        return start
+        mx = q.max_entry
+        if mx.phy_offset < cl_min:
+            return mx.queue_offset + 1
+        low, high, result = lo, mx.queue_offset, -1
+        while high >= low:
+            mid = low + ((high - low) >> 1)
+            u = self.unit(topic, queue_id, mid)
+            if u is None:
+                low = mid + 1
+                continue
+            if u.phy_offset == cl_min:
+                result = mid
+                break
+            if u.phy_offset > cl_min:
+                high, result = mid - 1, mid
+            else:
+                low = mid + 1
+        # no unit found: the broker records the max entry as the min (what every later call returns)
+        return mx.queue_offset if result == -1 else result
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         q = self.queues.get((topic, queue_id))
