@@ -55,6 +55,11 @@ def summarize(store: Store, *, queues: bool = True) -> dict:
                        "min_offset": cq.min_offset(store.commitlog.min_offset), "max_offset": cq.max_offset()})
         out["consume_queues"] = qs
         out["topics"] = sorted({q["topic"] for q in qs})
+    if store.engine != "rocksdb":
+        from rmqctl.store.rocksdb_cq import metadata_dirs, summarize as rocksdb_summary
+
+        if metadata_dirs(store.root):     # RocksDB metadata beside file consume queues
+            out["rocksdb"] = rocksdb_summary(store)["rocksdb"]
     for kind in ("batchconsumequeue", "consumequeue_ext"):
         extra = store.queues(kind)
         if extra:

@@ -121,15 +121,17 @@ class Store:
         for p in self.root.iterdir() if self.root.is_dir() else []:
             if p.name.startswith("dledger"):
                 out.append(f"DLedger commitlog ({p.name}/) is not supported")
-        if rocksdb:
-            return out
+        # rocksdb=True: the storeType=defaultRocksDB layouts rmqctl reads (consumequeue/CURRENT, config/<table>/CURRENT)
+        # are not refused; other RocksDB-looking directories still are
         rocks_cq = self.root / "consumequeue" / "rocksdb"
-        if (self.root / "rocksdb").exists() or rocks_cq.exists() or (self.root / "consumequeue" / "CURRENT").exists():
+        cq_current = (self.root / "consumequeue" / "CURRENT").exists()
+        if (self.root / "rocksdb").exists() or rocks_cq.exists() or (cq_current and not rocksdb):
             out.append("RocksDB consume queues (storeType=defaultRocksDB) are not supported by this command "
                        "(dump, verify, query, stats --engine local and config show read them)")
         for name in ("topics", "consumerOffsets", "subscriptionGroups"):
             d = self.config_dir / name
-            if d.is_dir() and ((d / "CURRENT").exists() or any(d.glob("*.sst"))):
+            if d.is_dir() and ((d / "CURRENT").exists() or any(d.glob("*.sst"))) and not (
+                    rocksdb and (d / "CURRENT").is_file()):
                 out.append(f"RocksDB metadata (config/{name}/) is not supported by this command")
         return out
 
