@@ -72,7 +72,7 @@ KV_DATA_VERSION_KEY = b"kvDataVersionKey"
 
 def cq_key(topic: str, queue_id: int, queue_offset: int) -> bytes:
     t = topic.encode()
-    return CqKey.build(dict(topic_len=len(t), topic=t, queue_id=queue_id, queue_offset=queue_offset))
+    return CqKey.build({"topic_len": len(t), "topic": t, "queue_id": queue_id, "queue_offset": queue_offset})
 
 
 def cq_queue_prefix(topic: str, queue_id: int) -> bytes:
@@ -82,4 +82,4 @@ def cq_queue_prefix(topic: str, queue_id: int) -> bytes:
 
 def offset_key(topic: str, queue_id: int, kind: bytes) -> bytes:
     t = topic.encode()
-    return OffsetKey.build(dict(topic_len=len(t), topic=t, kind=kind, queue_id=queue_id))
+    return OffsetKey.build({"topic_len": len(t), "topic": t, "kind": kind, "queue_id": queue_id})

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, writable_store
 from oracle_helpers import oracle
 
@@ -49,6 +48,7 @@ def broker_queues(name):
 def test_key_layouts_build_what_the_broker_wrote():
     """formats/rocksdb_cq.py's keys are the ones in the broker's RocksDB (found by point lookups)."""
     from rmqctl.formats import rocksdb_cq as F
+
     from rmqctl.store.rocksdb_cq import RocksDB
 
     with RocksDB(store_of(CLEAN) / "consumequeue") as db:
@@ -132,7 +132,7 @@ def test_reading_never_writes_into_the_store(cli, tmp_path):
 def test_without_the_binding_one_line_and_exit_8(tmp_path):
     code = ("import sys; sys.modules['rocksdict'] = None; from rmqctl.cli import main; "
             f"sys.argv = ['rmqctl', 'dump', {str(store_of(CLEAN))!r}]; main()")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 8, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install 'rmqctl[rocksdb]'" in lines[0] and "Traceback" not in r.stderr
@@ -189,13 +189,13 @@ def test_stats_local_counts_and_lag(cli):
 # --- verify ----------------------------------------------------------------------------------------------------------
 
 def test_verify_clean_store_is_silent(cli):
-    code, out, err = cli("verify", store_of(CLEAN))
+    code, out, _err = cli("verify", store_of(CLEAN))
     assert code == 0 and out == ""
 
 
 def test_verify_crash_store_names_what_the_broker_redispatches(cli):
     w = manifest(CRASH)["write_result"]
-    code, out, _ = cli("verify", store_of(CRASH), "--json")
+    _code, out, _ = cli("verify", store_of(CRASH), "--json")
     f = {x["check"]: x for x in json.loads(out)["findings"]}
     assert f["rocksdb_cq.behind"]["offset"] == w["crash"]["cq_max_phy_offset"] == 2150
     assert "7 message(s)" in f["rocksdb_cq.behind"]["message"]
@@ -264,7 +264,7 @@ def test_verify_finds_injected_faults(cli, tmp_path, fault, code):
 def test_recover_and_rebuild_refuse_with_the_brokers_plan(cli):
     for args in (("recover", store_of(CRASH)), ("rebuild", "cq", store_of(CRASH)), ("recover", "--dry-run",
                                                                                        store_of(CRASH))):
-        code, out, err = cli(*args)
+        code, _out, err = cli(*args)
         assert code == 8 and len(err.strip().splitlines()) == 1
         assert "re-dispatches the commitlog from offset 2150" in err and "7 message(s) into 3 queue(s)" in err
     code, _, err = cli("rebuild", "index", store_of(CRASH))
@@ -300,7 +300,7 @@ def test_oracle_sees_the_gap_verify_reports(cli, tmp_path):
     view = oracle("v5", "rocksdb-read", "--store", st, "--conf", FIXTURES / "scenarios" / "rocksdb.json")
     q = {(q["topic"], q["queue_id"]): q for q in view["queues"]}[("TopicB", 0)]
     assert (q["min_offset"], q["max_offset"]) == (3, 5) and [u["queue_offset"] for u in q["units"]] == [3, 4]
-    code, out, _ = cli("dump", st, "--json")
+    _code, out, _ = cli("dump", st, "--json")
     assert {(c["topic"], c["queue_id"]): (c["min_offset"], c["max_offset"])
             for c in json.loads(out)["consume_queues"]}[("TopicB", 0)] == (3, 5)
     shutil.rmtree(tmp_path / "s")

@@ -15,7 +15,13 @@ from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
 from rmqctl.dispatch import goes_to_consume_queue, tags_code
 from rmqctl.errors import FormatError
 from rmqctl.store.commitlog import CommitLog
-from rmqctl.store.rocksdb_cq import Bad, ConsumeQueues, Unit, metadata_dirs, offsets_table, read_metadata_one
+from rmqctl.store.rocksdb_cq import (
+    Bad,
+    ConsumeQueues,
+    metadata_dirs,
+    offsets_table,
+    read_metadata_one,
+)
 
 MAX_EACH = 20      # findings of one kind per queue before they are summed up
 

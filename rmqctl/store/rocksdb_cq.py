@@ -237,7 +237,7 @@ class ConsumeQueues:
     bad: list = field(default_factory=list)
 
     @classmethod
-    def open(cls, root, commitlog_min: int = 0) -> "ConsumeQueues":
+    def open(cls, root, commitlog_min: int = 0) -> ConsumeQueues:
         db = RocksDB(Path(root) / "consumequeue")
         self = cls(db, commitlog_min)
         if F.OFFSET_COLUMN_FAMILY not in db.column_families:
@@ -554,7 +554,7 @@ def config_table(target, name: str | None):
         return rev[target.name], target
     if name is None or not target.is_dir():
         return None
-    key = name[:-5] if name.endswith(".json") else name
+    key = name.removesuffix(".json")
     if key not in CONFIG_TABLES:
         return None
     for cdir in (target / "config", target):
