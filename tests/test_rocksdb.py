@@ -304,3 +304,21 @@ def test_oracle_sees_the_gap_verify_reports(cli, tmp_path):
     assert {(c["topic"], c["queue_id"]): (c["min_offset"], c["max_offset"])
             for c in json.loads(out)["consume_queues"]}[("TopicB", 0)] == (3, 5)
     shutil.rmtree(tmp_path / "s")
+
+
+def test_crash_store_queues_after_the_brokers_start_are_predicted():
+    """What verify predicts for after the broker's re-dispatch (the RocksDB's queues plus the commitlog's messages
+    after the checkpoint) is what RocksDBMessageStore serves after load/start of the crash store."""
+    from rmqctl.check.rocksdb_cq import check_store
+    from rmqctl.store.layout import Store
+    from rmqctl.store.rocksdb_cq import ConsumeQueues
+
+    st = Store.open(store_of(CRASH), rocksdb=True)
+    with ConsumeQueues.open(st.root) as c:
+        raw = {k: c.max_offset(*k) for k in c.queues}
+    findings: list = []
+    ranges, ckpt = check_store(st, findings, cl_min=0, cl_end=3609)
+    want = {k: (q["min_offset"], q["max_offset"]) for k, q in broker_queues(CRASH).items()}
+    assert raw != {k: v[1] for k, v in want.items()}          # the RocksDB alone lags the broker's view
+    assert ranges == want and ckpt == 2150
+    assert [f.check for f in findings] == ["rocksdb_cq.behind"]
