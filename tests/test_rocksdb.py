@@ -230,6 +230,7 @@ def _rewrite(dbdir: Path, fn):
     ("wrong_size", "rocksdb_cq.mismatch"),
     ("delete_max", "rocksdb_cq.no_max"),
     ("short_value", "rocksdb_cq.malformed"),
+    ("extra_unit", "rocksdb_cq.orphan"),
 ])
 def test_verify_finds_injected_faults(cli, tmp_path, fault, code):
     from rmqctl.formats import rocksdb_cq as F
@@ -247,13 +248,18 @@ def test_verify_finds_injected_faults(cli, tmp_path, fault, code):
             db.put(key, bytes(v))
         elif fault == "delete_max":
             off.delete(F.offset_key("TopicA", 2, F.MAX))
+        elif fault == "extra_unit":     # queue offset 4, pointing past the commitlog's end
+            db.put(F.cq_key("TopicA", 2, 4), F.CqValue.build({"phy_offset": 5000, "size": 215, "tags_code": 0,
+                                                                  "store_timestamp": 0}))
+            return db.get(F.cq_key("TopicA", 2, 4)), None
         else:
             db.put(key, db.get(key)[:20])
         return db.get(key), off.get(F.offset_key("TopicA", 2, F.MAX))
 
     unit, mx = _rewrite(st / "consumequeue", inject)
     assert {"delete_unit": unit is None, "wrong_size": unit is not None and unit[8:12] == (999).to_bytes(4, "big"),
-            "delete_max": mx is None, "short_value": unit is not None and len(unit) == 20}[fault]
+            "delete_max": mx is None, "short_value": unit is not None and len(unit) == 20,
+            "extra_unit": unit is not None and len(unit) == 28}[fault]
     rc, out, _ = cli("verify", st, "--json")
     checks = {x["check"] for x in json.loads(out)["findings"]}
     assert rc == 4 and code in checks, checks

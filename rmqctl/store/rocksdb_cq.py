@@ -281,6 +281,12 @@ class ConsumeQueues:
             raise FormatError(u.why, path=self.db.path, field=f"{topic}/{queue_id} offset {queue_offset}")
         return u
 
+    def unit_or_bad(self, topic: str, queue_id: int, queue_offset: int):
+        """The unit, a Bad (malformed value) or None, by a point lookup."""
+        k = F.cq_key(topic, queue_id, queue_offset)
+        v = self.db.get(k)
+        return None if v is None else parse_cq(k, v)
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         """getMinCqOffset (RocksDBConsumeQueueOffsetTable): the min entry while its message is still in the
         commitlog; else correctMinCqOffset: the max entry's offset + 1 when even the last unit is expired, else the
