@@ -328,3 +328,11 @@ def test_crash_store_queues_after_the_brokers_start_are_predicted():
     assert raw != {k: v[1] for k, v in want.items()}          # the RocksDB alone lags the broker's view
     assert ranges == want and ckpt == 2150
     assert [f.check for f in findings] == ["rocksdb_cq.behind"]
+
+
+def test_config_commands_other_than_show_refuse_the_rocksdb_tables(cli):
+    """`config offsets show` would otherwise say the broker starts with EMPTY offsets (there is no JSON file)."""
+    for args in (("config", "offsets", "show", store_of(CLEAN)), ("config", "topics", "list", store_of(CLEAN)),
+                 ("config", "get", store_of(CLEAN), "consumerOffset", "offsetTable")):
+        code, out, err = cli(*args)
+        assert code == 8 and out == "" and "RocksDB table" in err and "config show" in err
