@@ -60,6 +60,9 @@ def test_key_layouts_build_what_the_broker_wrote():
         ck = db.get(F.offset_key(F.CHECKPOINT_TOPIC, 0, F.MAX), F.OFFSET_COLUMN_FAMILY)
         assert F.CheckpointValue.parse(ck).max_phy_offset == manifest(CLEAN)["broker_view"]["cq_max_phy_offset"]
         assert db.column_families == ["default", "offset"]
+    from rmqctl.store.rocksdb_cq import cq_key
+    for args in (("TopicB", 0, 4), ("t\u00e9", 7, 1 << 40), ("", -1, -1)):
+        assert cq_key(*args) == F.cq_key(*args)
 
 
 # --- dump ----------------------------------------------------------------------------------------------------------
