@@ -16,11 +16,11 @@ OFFSET_COLUMN_FAMILY = "offset"
 
 CqKey = Struct(
     "topic_len" / Int32ub * "length of the UTF-8 topic name",
-    "ctrl_a" / Const(CTRL_1),
+    "ctrl_a" / Const(CTRL_1) * "separator byte 0x01",
     "topic" / Bytes(this.topic_len) * "topic name, UTF-8",
-    "ctrl_b" / Const(CTRL_1),
+    "ctrl_b" / Const(CTRL_1) * "separator byte 0x01",
     "queue_id" / Int32sb * "queue id",
-    "ctrl_c" / Const(CTRL_1),
+    "ctrl_c" / Const(CTRL_1) * "separator byte 0x01",
     "queue_offset" / Int64sb * "consume-queue offset of the unit (0-based, one per message)",
 )
 """Key of one unit in the default column family; keys sort by topic length, topic, queue id, then queue offset."""
@@ -37,11 +37,11 @@ CQ_VALUE_SIZE = 28
 
 OffsetKey = Struct(
     "topic_len" / Int32ub * "length of the UTF-8 topic name",
-    "ctrl_a" / Const(CTRL_1),
+    "ctrl_a" / Const(CTRL_1) * "separator byte 0x01",
     "topic" / Bytes(this.topic_len) * "topic name, UTF-8 (CHECKPOINT_TOPIC: the dispatch checkpoint)",
-    "ctrl_b" / Const(CTRL_1),
+    "ctrl_b" / Const(CTRL_1) * "separator byte 0x01",
     "kind" / Bytes(3) * "b'max' or b'min'",
-    "ctrl_c" / Const(CTRL_1),
+    "ctrl_c" / Const(CTRL_1) * "separator byte 0x01",
     "queue_id" / Int32sb * "queue id (0 for CHECKPOINT_TOPIC)",
 )
 """Key of the offset column family: the min and max entry of each queue."""

@@ -339,3 +339,8 @@ def test_config_commands_other_than_show_refuse_the_rocksdb_tables(cli):
                  ("config", "get", store_of(CLEAN), "consumerOffset", "offsetTable")):
         code, out, err = cli(*args)
         assert code == 8 and out == "" and "RocksDB table" in err and "config show" in err
+
+
+def test_explain_names_the_rocksdb_layout(cli):
+    code, out, _ = cli("dump", "--explain", store_of(CLEAN) / "consumequeue")
+    assert code == 0 and out.startswith("rocksdb_cq:") and "CqValue" in out and "store_timestamp" in out

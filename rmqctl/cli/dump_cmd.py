@@ -61,7 +61,8 @@ def dump(paths, kind, as_json, body, skip, count, offset, topic, queue, slots, n
 
         if not kind and not paths:
             raise UsageError("--explain needs --kind or a PATH")
-        sys.stdout.write(explain_kind(kind or dumping.detect_kind(Path(paths[0]))) + "\n")
+        rocks = not kind and paths and (Path(paths[0]) / "CURRENT").is_file()    # a RocksDB directory
+        sys.stdout.write(explain_kind("rocksdb_cq" if rocks else kind or dumping.detect_kind(Path(paths[0]))) + "\n")
         return Exit.OK
     if not paths:
         raise UsageError("missing PATH (a store file, a directory of them, or a store root)")
