@@ -104,8 +104,8 @@ def _dump_one(path: Path, emit, problems: list, *, kind, cfg, **kw) -> None:
 
         emit.summary(summarize(Store(path, cfg)))
         return
-    if path.is_dir() and kind is None and (path / "CURRENT").is_file():
-        from rmqctl.store.rocksdb_cq import dump_dir   # storeType=defaultRocksDB: a RocksDB directory
+    if path.is_dir() and kind is None and (path / "CURRENT").is_file():     # a RocksDB (storeType=defaultRocksDB)
+        from rmqctl.store.rocksdb_cq import dump_dir
 
         for item in dump_dir(path, topic=kw.get("topic"), queue=kw.get("queue"), skip=kw.get("skip") or 0,
                              count=kw.get("count")):
