@@ -344,3 +344,24 @@ def test_config_commands_other_than_show_refuse_the_rocksdb_tables(cli):
 def test_explain_names_the_rocksdb_layout(cli):
     code, out, _ = cli("dump", "--explain", store_of(CLEAN) / "consumequeue")
     assert code == 0 and out.startswith("rocksdb_cq:") and "CqValue" in out and "store_timestamp" in out
+
+
+@pytest.mark.oracle
+def test_oracle_start_does_what_the_plan_says(cli, tmp_path):
+    """The plan recover prints for the crash store (re-dispatch of 7 messages from 2150) is what the broker's start
+    does: after its load/start/shutdown in place, verify finds nothing left and the queues are the broker's."""
+    st = writable_store(tmp_path / "s", CRASH)
+    code, _, err = cli("recover", st)
+    assert code == 8 and "from offset 2150" in err and "7 message(s)" in err
+    view = oracle("v5", "rocksdb-restart", "--store", st, "--conf", FIXTURES / "scenarios" / "crash-rocksdb.json")
+    assert view["load_ok"] and view["recovery"] == "abnormal"
+    code, out, _ = cli("verify", st, "--json")
+    checks = [f["check"] for f in json.loads(out)["findings"] if f["check"].startswith("rocksdb")]
+    assert checks == []
+    code, out, _ = cli("dump", st, "--json")
+    s = json.loads(out)
+    assert s["rocksdb"]["consume_queues"]["dispatched_up_to"] == 3609
+    assert {(q["topic"], q["queue_id"]): (q["min_offset"], q["max_offset"]) for q in s["consume_queues"]} == \
+        {(q["topic"], q["queue_id"]): (q["min_offset"], q["max_offset"]) for q in view["queues"]}
+    code, _, err = cli("recover", "--dry-run", st)
+    assert code == 8 and "nothing to re-dispatch" in err

@@ -59,7 +59,7 @@ public final class Main {
         "  hold-lock --store DIR",
         "  compaction-write --scenario F --store DIR | compaction-read|compaction-restart --store DIR [--conf F]  (5.x)",
         "  salvage --store DIR [--conf FILE.json] [--group G]   (getMessage from each group's committed offsets)",
-        "  rocksdb-write --scenario F --store DIR | rocksdb-read --store DIR [--conf F]  (5.x, storeType=defaultRocksDB)",
+        "  rocksdb-write --scenario F --store DIR | rocksdb-read|rocksdb-restart --store DIR [--conf F]  (5.x, defaultRocksDB)",
         "  timer-write --scenario F --store DIR | timer-read --store DIR [--conf F] | timer-restart --store DIR (v5)",
         "  version");
 
@@ -207,7 +207,8 @@ public final class Main {
                 return 0;
             }
             case "rocksdb-write":
-            case "rocksdb-read": {
+            case "rocksdb-read":
+            case "rocksdb-restart": {
                 // storeType=defaultRocksDB (RocksStore.java, v5 module only)
                 Class<?> r;
                 try {

@@ -37,6 +37,7 @@ import java.util.concurrent.ConcurrentMap;
  * would: the CQ RocksDB is flushed (its writes skip the WAL) and copied, with the checkpoint, after crash_after puts,
  * the commitlog holds every put, and abort is present. `rocksdb-read` loads a copy as the broker does and prints its
  * view: per queue min/max offsets and every unit, the max commitlog offset the CQ covers, and the metadata.
+ * `rocksdb-restart` does the same in place (the store is left as the broker's shutdown leaves it).
  */
 final class RocksStore {
     private RocksStore() {
@@ -50,6 +51,9 @@ final class RocksStore {
                 return write(c, Main.need(o, "scenario"), Main.need(o, "store"));
             case "rocksdb-read":
                 return read(c, Main.need(o, "store"), o.get("conf"));
+            case "rocksdb-restart":     // IN PLACE: the broker's load (recovery), start, shutdown
+                return view(c, Paths.get(Main.need(o, "store")),
+                    StoreConf.forRead(Main.need(o, "store"), o.get("conf")));
             default:
                 throw new IllegalArgumentException(cmd);
         }
