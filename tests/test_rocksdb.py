@@ -1,6 +1,6 @@
 """storeType=defaultRocksDB stores (5.x): consume queues and metadata in RocksDB, read through rocksdict.
 
-Fixtures rocksdb-v5 (clean shutdown) and crash-rocksdb-v5 (killed after 10 of 17 puts: the CQ RocksDB as flushed then,
+Fixtures fixtures/rocksdb-stores/rocksdb-v5 (clean shutdown) and crash-rocksdb-v5 (killed after 10 of 17 puts: the CQ RocksDB as flushed then,
 the commitlog holding all 17) are written by tests/oracle `rocksdb-write` (RocksDBMessageStore and the broker's RocksDB
 config managers); their manifest's broker_view is `rocksdb-read`: what RocksDBMessageStore serves after load/start.
 """
@@ -15,18 +15,27 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, writable_store
+from conftest import FIXTURES
 from oracle_helpers import oracle
 
 CLEAN, CRASH = "rocksdb-v5", "crash-rocksdb-v5"
 
 
 def manifest(name):
-    return json.loads((FIXTURES / "stores" / name / "manifest.json").read_text())
+    return json.loads((FIXTURES / "rocksdb-stores" / name / "manifest.json").read_text())
 
 
 def store_of(name) -> Path:
-    return FIXTURES / "stores" / name / "store"
+    return FIXTURES / "rocksdb-stores" / name / "store"
+
+
+def writable_store(dest: Path, name: str) -> Path:
+    """An owner-writable copy of a RocksDB fixture store (fixtures/rocksdb-stores/, apart from the file stores
+    that the fixture-wide tests iterate)."""
+    shutil.copytree(store_of(name), dest)
+    for p in [dest, *dest.rglob("*")]:
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return dest
 
 
 def tree_state(root: Path) -> dict:
