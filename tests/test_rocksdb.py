@@ -141,9 +141,14 @@ def test_reading_never_writes_into_the_store(cli, tmp_path):
     assert tree_state(st) == before
 
 
-def test_without_the_binding_one_line_and_exit_8(tmp_path):
+@pytest.mark.parametrize("args", [("dump",), ("verify",), ("query", "-t", "TopicB", "--queue", "0", "--offset", "1"),
+                                  ("config", "show", "{store}", "topics"), ("recover",)])
+def test_without_the_binding_one_line_and_exit_8(tmp_path, args):
+    argv = ["rmqctl", *[a.replace("{store}", str(store_of(CLEAN))) for a in args]]
+    if "{store}" not in args:
+        argv.insert(2, str(store_of(CLEAN)))
     code = ("import sys; sys.modules['rocksdict'] = None; from rmqctl.cli import main; "
-            f"sys.argv = ['rmqctl', 'dump', {str(store_of(CLEAN))!r}]; main()")
+            f"sys.argv = {argv!r}; main()")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 8, r.stderr
     lines = r.stderr.strip().splitlines()
