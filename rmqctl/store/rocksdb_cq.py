@@ -32,8 +32,19 @@ def is_rocksdb_dir(d) -> bool:
 
 
 def engine_of(root) -> str:
-    """'rocksdb' when the store's consume queues live in RocksDB (storeType=defaultRocksDB), else 'file'."""
-    return "rocksdb" if is_rocksdb_dir(Path(root) / "consumequeue") else "file"
+    """'rocksdb' when the store's consume queues live in RocksDB (storeType=defaultRocksDB), else 'file'.
+
+    A file store with rocksdbCQDoubleWriteEnable=true also opens a RocksDB at consumequeue/, beside the topic
+    directories (DefaultMessageStore.enableRocksdbCQWrite uses the same store config); the broker serves the file
+    queues there, so such a store counts as 'file' (its RocksDB copy is not read)."""
+    cq = Path(root) / "consumequeue"
+    if not is_rocksdb_dir(cq):
+        return "file"
+    try:
+        topic_dirs = any(p.is_dir() for p in cq.iterdir())
+    except OSError:
+        topic_dirs = False
+    return "file" if topic_dirs else "rocksdb"
 
 
 def metadata_dirs(root) -> dict[str, Path]:
