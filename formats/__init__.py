@@ -44,6 +44,9 @@ KINDS = {k.name: k for k in [
          "compaction/compactionLog/<topic>/<queueId>/<20-digit>: commitlog-format records (5.1+)"),
     Kind("compaction_cq", "batch_consumequeue", "BatchConsumeQueueUnit", None,
          "compaction/compactionCq/<topic>/<queueId>/<20-digit>: 46-byte sparse CQ units (5.1+)"),
+    Kind("rocksdb_cq", "rocksdb_cq", "CqKey,CqValue,OffsetKey,OffsetValue,CheckpointValue", None,
+         "consumequeue/ as a RocksDB (5.x storeType=defaultRocksDB): keys/values of its default and offset "
+         "column families"),
     Kind("config", "", "", None, "config/*.json (+ .bak): fastjson documents (topics, offsets, groups...)"),
 ]}
 

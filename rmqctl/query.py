@@ -191,6 +191,11 @@ class QueryEngine:
     def _queue(self, topic: str, queue_id: int):
         from rmqctl.store.timesearch import load_queue
 
+        if self.store.engine == "rocksdb":     # storeType=defaultRocksDB: RocksDBConsumeQueueStore
+            from rmqctl.store.rocksdb_cq import RocksQueueView
+
+            return RocksQueueView(self.store, topic, queue_id)
+
         return load_queue(self.store, topic, queue_id)
 
     def _batch(self, topic: str, queue_id: int) -> bool:
@@ -288,7 +293,7 @@ class QueryEngine:
                                       limit=count)
                 return
             try:
-                off = offset_in_queue_by_time(v, timestamp, pick, version=self.version)
+                off = _offset_by_time(v, timestamp, pick, self.version)
             except PickupError as e:
                 self.problem(f"consume queue {topic}/{queue_id}: {e} (the broker's search throws here)")
                 return
@@ -330,8 +335,8 @@ class QueryEngine:
             views.append(v)
             if not v.files or v.max_offset <= v.min_offset:
                 return
-            lo = offset_in_queue_by_time(v, begin, pick)
-            hi = v.max_offset if end >= MAX_TIME else offset_in_queue_by_time(v, end + 1, pick)
+            lo = _offset_by_time(v, begin, pick)
+            hi = v.max_offset if end >= MAX_TIME else _offset_by_time(v, end + 1, pick)
             lo, hi = max(lo, v.min_offset), min(hi, v.max_offset)
             for q in range(lo, hi):
                 u = v.unit_at(q)
@@ -521,6 +526,16 @@ class QueryEngine:
                 self.problem(f"{e.file.path}: offset {e.stop.offset}: scan stopped: {e.stop.kind}"
                              f"{': ' + e.stop.detail if e.stop.detail else ''}")
         yield from kept
+
+
+def _offset_by_time(v, timestamp: int, pick, version: int = 5) -> int:
+    """The broker's search by time: RocksDB queues search the store times in their units, file queues bisect
+    with the commitlog's store times."""
+    if hasattr(v, "offset_by_time"):
+        return v.offset_by_time(timestamp)
+    from rmqctl.store.timesearch import offset_in_queue_by_time
+
+    return offset_in_queue_by_time(v, timestamp, pick, version=version)
 
 
 def _matcher(topic: str, key: str, uniq: bool):

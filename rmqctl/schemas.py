@@ -126,7 +126,14 @@ STORE_SUMMARY = {
     "schema": SCHEMA_FIELD,
     "kind": req("string", '"store": a whole store at a glance (dump STORE)'),
     "root": req("string", "the store directory"),
-    "unsupported": opt("array", "why rmqctl cannot read this store type (DLedger, RocksDB ...)"),
+    "engine": req("string", 'where the consume queues live: "file" or "rocksdb" (storeType=defaultRocksDB)'),
+    "unsupported": opt("array", "why rmqctl cannot read this store type (DLedger, multi-path commitlog ...)"),
+    "rocksdb": opt("object", "storeType=defaultRocksDB: the RocksDB consume queues and metadata", {
+        "consume_queues": opt("object", "store/consumequeue/ (path, rocksdb_version as its OPTIONS file names it, "
+                                        "column_families, queues, dispatched_up_to: the commitlog offset the "
+                                        "dispatch checkpoint entry records, malformed_entries)"),
+        "metadata": opt("object", "config/{topics,subscriptionGroups,consumerOffsets}/: table -> {entries, "
+                                  "data_version, rocksdb_version, problems}")}),
     "commitlog": req("object", "commitlog files", {
         "files": _i("number of files"), "file_size": _i("configured file size"),
         "sizes_on_disk": req("array", "distinct file sizes found"), "bytes": _i("bytes on disk"),
@@ -136,7 +143,7 @@ STORE_SUMMARY = {
         "gaps": req("array", "[from, to] ranges no file covers"),
         "strays": req("array", "entries in commitlog/ that are not commitlog files")}),
     "consume_queues": req("array", "one object per consume queue", {
-        "topic": req("string", "topic"), "queue_id": _i("queue id"), "files": _i("files"),
+        "topic": req("string", "topic"), "queue_id": _i("queue id"), "files": _i("files (0: RocksDB queues)"),
         "min_offset": _i("first queue offset"), "max_offset": _i("next queue offset")}),
     "topics": req("array", "topic names with consume queues"),
     "batchconsumequeue": opt("array", "TOPIC/QUEUE of batch consume queues"),
@@ -169,6 +176,26 @@ STORE_SUMMARY = {
 }
 
 DUMP_VARIANTS = {
+    "rocksdb_cq_unit": _unit("rocksdb_cq_unit", "a unit of the consume-queue RocksDB (default column family)",
+                             topic=req("string", "topic"), queue_id=_i("queue id"),
+                             queue_offset=_i("the unit's queue offset"),
+                             physical_offset=_i("commitlog offset of the message"), size=_i("message size"),
+                             tags_code=_i("tag hash code"), store_timestamp=_i("store time (epoch ms)")),
+    "rocksdb_cq_offset": _unit("rocksdb_cq_offset", "a min/max entry of the offset column family",
+                               topic=req("string", "topic"), queue_id=_i("queue id"),
+                               entry=req("string", '"max" (the last unit) or "min" (the first)'),
+                               physical_offset=_i("commitlog offset of that unit"),
+                               queue_offset=_i("queue offset of that unit (the queue's max offset is max + 1)")),
+    "rocksdb_checkpoint": _unit("rocksdb_checkpoint", "the dispatch checkpoint entry (CHECKPOINT_TOPIC)",
+                                dispatched_up_to=_i("commitlog offset up to which messages were dispatched")),
+    "rocksdb_metadata": _unit("rocksdb_metadata", "one entry of a metadata RocksDB (config/<table>/)",
+                              table=req("string", "topics, subscriptionGroups or consumerOffsets"),
+                              column_family=req("string", "default, kvDataVersion or forbidden"),
+                              key=req("string", "topic, group or topic@group"),
+                              value=req("object|string", "the JSON document (a string if it is not JSON)")),
+    "rocksdb_malformed": _unit("rocksdb_malformed", "a key or value that does not follow the broker's layout",
+                               column_family=req("string", "column family"), key=req("string", "the key, hex"),
+                               problem=req("string", "what is wrong")),
     "message": MESSAGE,
     "trailer": TRAILER,
     "store": STORE_SUMMARY,

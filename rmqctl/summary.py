@@ -25,7 +25,8 @@ def summarize(store: Store, *, queues: bool = True) -> dict:
     cfg = store.config
     files = store.commitlog.files
     out: dict = {"kind": "store", "root": str(store.root)}
-    unsupported = store.unsupported()
+    out["engine"] = store.engine
+    unsupported = store.unsupported(rocksdb=True)
     if unsupported:
         out["unsupported"] = unsupported
     end, how = commitlog_end(store)
@@ -39,7 +40,14 @@ def summarize(store: Store, *, queues: bool = True) -> dict:
                  if b.start != a.start + cfg.commitlog_file_size],
         "strays": [f"{p.name} ({why})" for p, why in store.commitlog.strays],
     }
-    if queues:
+    if queues and store.engine == "rocksdb":
+        from rmqctl.store.rocksdb_cq import summarize as rocksdb_summary
+
+        r = rocksdb_summary(store)
+        out["rocksdb"] = r["rocksdb"]
+        out["consume_queues"] = r["consume_queues"]
+        out["topics"] = sorted({q["topic"] for q in r["consume_queues"]})
+    elif queues:
         qs = []
         for topic, qid in store.queues():
             cq = store.consume_queue(topic, qid)
@@ -47,6 +55,11 @@ def summarize(store: Store, *, queues: bool = True) -> dict:
                        "min_offset": cq.min_offset(store.commitlog.min_offset), "max_offset": cq.max_offset()})
         out["consume_queues"] = qs
         out["topics"] = sorted({q["topic"] for q in qs})
+    if store.engine != "rocksdb":
+        from rmqctl.store.rocksdb_cq import metadata_dirs, summarize as rocksdb_summary
+
+        if metadata_dirs(store.root):     # RocksDB metadata beside file consume queues
+            out["rocksdb"] = rocksdb_summary(store)["rocksdb"]
     for kind in ("batchconsumequeue", "consumequeue_ext"):
         extra = store.queues(kind)
         if extra:

@@ -87,6 +87,13 @@ def runs(tmp: Path) -> list:
     add(run("config", "topics", "list", a, "--json"))
     add(run("config", "groups", "list", a, "--json"))
     add(run("config", "delay", "show", a, "--json"))
+    # storeType=defaultRocksDB (the rocksdb extra)
+    rk = ROOT / "fixtures" / "rocksdb-stores" / "rocksdb-v5" / "store"
+    add(run("dump", rk, "--json"))
+    add(run("dump", rk / "consumequeue", "--json"))
+    add(run("dump", rk / "config" / "subscriptionGroups", "--json"))
+    add(run("config", "show", rk, "consumerOffset", "--json"))
+    add(run("verify", rk.parent.parent / "crash-rocksdb-v5" / "store", "--json"))
     add(run("config", "diff", a, "topics", "--json"))
     add(run("config", "restore", a, "topics", "--from-bak", "-n", "--json"))
     add(run("config", "restore", a, "topics", "--from-bak", "--json"))

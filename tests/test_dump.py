@@ -189,7 +189,10 @@ def test_unsupported_layouts_are_flagged(cli, tmp_path, layout, expect):
     else:
         target.mkdir(parents=True)
     code, out, err = cli("dump", root, "--json")
-    assert code == 0 and expect in json.loads(out)["unsupported"][0]
+    if layout.endswith("CURRENT"):   # read with the rocksdb extra (tests/test_rocksdb.py): a broken one is named
+        assert code == 0 and json.loads(out)["rocksdb"]["metadata"]["consumerOffsets"]["problems"]
+    else:
+        assert code == 0 and expect in json.loads(out)["unsupported"][0]
     from rmqctl.errors import UnsupportedStoreError
     from rmqctl.store.layout import Store
 

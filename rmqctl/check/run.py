@@ -201,7 +201,7 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     cfg = store.config
     report = Report(str(root))
     findings = report.findings
-    for u in store.unsupported():
+    for u in store.unsupported(rocksdb=True):
         findings.append(Finding(ERROR, "store.unsupported", str(root), None, None, None, u))
     lock_held = sfc.check_lock(store, findings)
 
@@ -261,7 +261,13 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     # --- consume queues ---------------------------------------------------------------------------
     cq_max_phys = -1
     queue_ranges: dict = {}
-    if "cq" in areas:
+    if "cq" in areas and store.engine == "rocksdb":     # storeType=defaultRocksDB
+        from rmqctl.check import rocksdb_cq as rkc
+
+        queue_ranges, cq_max_phys = rkc.check_store(store, findings, cl_min=cl_min, cl_end=cl_end if scanned else None)
+        if "config" in areas:
+            rkc.check_metadata(store, findings, queue_ranges)
+    elif "cq" in areas:
         queues = store.queues()
         for topic, qid in queues:
             qr = cqc.check_queue(root, topic, qid, cfg.cq_file_size, tracks.get((topic, qid)), cl_min, cl_end,

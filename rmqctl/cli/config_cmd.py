@@ -237,6 +237,13 @@ def show(target, name, as_json):
       rmqctl config show /data/rocketmq/store consumerOffset
       rmqctl config show store/config/topics.json --json
     """
+    from rmqctl.store.rocksdb_cq import config_table
+
+    rk = config_table(target, name)
+    if rk is not None:                       # storeType=defaultRocksDB: the metadata RocksDB
+        from rmqctl.cli.rocksdb_show import show_rocksdb
+
+        return show_rocksdb(rk[0], rk[1], as_json, _emit_json)
     ld = load_config(locate(target, name))
     if as_json:
         d = _loaded_json(ld)

@@ -65,7 +65,8 @@ def dump(paths, kind, as_json, body, raw_body, skip, count, offset, topic, queue
 
         if not kind and not paths:
             raise UsageError("--explain needs --kind or a PATH")
-        sys.stdout.write(explain_kind(kind or dumping.detect_kind(Path(paths[0]))) + "\n")
+        rocks = not kind and paths and (Path(paths[0]) / "CURRENT").is_file()    # a RocksDB directory
+        sys.stdout.write(explain_kind("rocksdb_cq" if rocks else kind or dumping.detect_kind(Path(paths[0]))) + "\n")
         return Exit.OK
     if not paths:
         raise UsageError("missing PATH (a store file, a directory of them, or a store root)")
@@ -106,6 +107,13 @@ def _dump_one(path: Path, emit, problems: list, *, kind, cfg, **kw) -> None:
         from rmqctl.summary import summarize
 
         emit.summary(summarize(Store(path, cfg)))
+        return
+    if path.is_dir() and kind is None and (path / "CURRENT").is_file():     # a RocksDB (storeType=defaultRocksDB)
+        from rmqctl.store.rocksdb_cq import dump_dir
+
+        for item in dump_dir(path, topic=kw.get("topic"), queue=kw.get("queue"), skip=kw.get("skip") or 0,
+                             count=kw.get("count")):
+            emit.item(item)
         return
     files = _files_of(path) if path.is_dir() else [_named_file(path)]
     k = kind or dumping.detect_kind(files[0] if files else path / ("0" * 20))

@@ -102,7 +102,7 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
         raise UsageError(f"--begin {b} is after --end {e}")
 
     cfg = build_store_config(broker_config, index_slots, index_items)
-    store = Store.open(require_store(store_dir), cfg)
+    store = Store.open(require_store(store_dir), cfg, rocksdb=True)
     body = body or ("base64" if as_json else "text")
     verbose = (ctx.find_root().obj or {}).get("verbose", 0)
     if topic is not None and not scan:

@@ -120,7 +120,9 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_a
       rmqctl undo /data/rocketmq/store                     # put everything back
     """
     from rmqctl.repair import recover as R
+    from rmqctl.repair.rocksdb_plan import refuse_offline_write
 
+    refuse_offline_write(store_dir, "recover")
     opts = R.Options(on_corruption=on_corruption, from_start=from_start)
 
     def build(store, staging, pg):
@@ -171,6 +173,10 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
 
     if what == "index" and (topic is not None or queue is not None):
         raise UsageError("--topic/--queue apply to `rebuild cq` only: index files mix every topic")
+    if what == "cq":
+        from rmqctl.repair.rocksdb_plan import refuse_offline_write
+
+        refuse_offline_write(store_dir, "rebuild cq")
     if topic is not None and not include_deleted_topics:
         from rmqctl.store.layout import Store
         from rmqctl.queue_names import require_named

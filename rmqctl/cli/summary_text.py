@@ -12,6 +12,16 @@ def render_summary(s: dict) -> None:
     c.print(f"store {s['root']}")
     for u in s.get("unsupported", []):
         c.print(f"  UNSUPPORTED: {u}")
+    rk = s.get("rocksdb")
+    if s.get("engine") == "rocksdb" and rk is not None:
+        cq = rk.get("consume_queues") or {}
+        c.print(f"engine: rocksdb (storeType=defaultRocksDB): consume queues in RocksDB "
+                f"{cq.get('rocksdb_version') or '(version unknown)'} at consumequeue/, {cq.get('queues', 0)} queues, "
+                f"dispatched up to commitlog offset {cq.get('dispatched_up_to')}"
+                + (f", {cq['malformed_entries']} malformed entries" if cq.get("malformed_entries") else ""))
+        for name, m in (rk.get("metadata") or {}).items():
+            c.print(f"  metadata config/{name}/: {m['entries']} entries (RocksDB {m['rocksdb_version']})"
+                    + "".join(f"; PROBLEM: {p}" for p in m["problems"]))
     cl = s["commitlog"]
     c.print(f"commitlog: {cl['files']} files of {cl['file_size']} bytes ({cl['bytes']} on disk), "
             f"offsets {cl['min_offset']} .. {cl['max_offset']} (last file ends with: {cl['last_file_ends_with']})")

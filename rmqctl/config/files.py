@@ -119,8 +119,23 @@ def locate(where, name: str | None = None) -> Target:
         raise UsageError("which config file? give NAME (e.g. consumerOffset)")
     store, cdir = config_dir_of(where)
     kind = kind_for(name)
+    _refuse_rocksdb_table(cdir, kind.name)
     bak_only = name.endswith(".bak")
     return Target(store, cdir, cdir / kind.filename, kind, bak_only)
+
+
+def _refuse_rocksdb_table(cdir: Path, name: str) -> None:
+    """storeType=defaultRocksDB keeps topics, subscription groups and consumer offsets in RocksDB tables under
+    config/ (the broker loads those, not the JSON files): only `config show` reads them (exit 8 otherwise)."""
+    from rmqctl.store.rocksdb_cq import CONFIG_TABLES
+
+    table = CONFIG_TABLES.get(name)
+    if table is not None and (cdir / table / "CURRENT").is_file():
+        from rmqctl.errors import UnsupportedStoreError
+
+        raise UnsupportedStoreError(f"{name} is the RocksDB table config/{table}/ here (storeType=defaultRocksDB), "
+                                    f"which the broker loads instead of {name}.json: `rmqctl config show STORE "
+                                    f"{name}` reads it; this command does not", path=cdir / table)
 
 
 @dataclass

@@ -534,7 +534,8 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
     from rmqctl.spark.batches import split_arrow
     from rmqctl.store.layout import Store
 
-    store = Store.open(store_path, config)
+    # the commitlog only: a storeType=defaultRocksDB store reads like any other here
+    store = Store.open(store_path, config, rocksdb=True)
     cfg = {"delay_levels": tuple(store.config.delay_levels)}
     cols = message_columns(columns, body)
     opts = {"check_crc": check_crc, "check_phys": True, "check_prop_crc": True, "body": body}
@@ -543,6 +544,10 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
         scan["bytes"] = sum(f.size for f in store.commitlog.files)
         co = store.config_dir / "consumerOffset.json"
         scan["consumer_offsets"] = _small_file(co, store.root)
+        if scan["consumer_offsets"] is None and (store.config_dir / "consumerOffsets" / "CURRENT").is_file():
+            from rmqctl.store.rocksdb_cq import offsets_json   # storeType=defaultRocksDB: offsets in RocksDB
+
+            scan["consumer_offsets"] = offsets_json(store.root)
         scan["summary"] = info
     for i, f in enumerate(store.commitlog.files):
         split = Split(i, name, str(f.path), f.start, f.size, 0, f.size, True, "pread", i)

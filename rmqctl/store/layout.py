@@ -63,7 +63,8 @@ class Store:
         return d.is_dir()
 
     @classmethod
-    def open(cls, root, config: StoreConfig | None = None, *, check_supported: bool = True) -> "Store":
+    def open(cls, root, config: StoreConfig | None = None, *, check_supported: bool = True,
+             rocksdb: bool = False) -> "Store":
         root = Path(root)
         if not root.exists():
             raise UsageError("no such store directory", path=root)
@@ -71,7 +72,7 @@ class Store:
             raise UsageError("not a directory (give the store root, e.g. .../store)", path=root)
         store = cls(root, config)
         if check_supported:
-            problems = store.unsupported()
+            problems = store.unsupported(rocksdb=rocksdb)
             if problems:
                 raise UnsupportedStoreError("; ".join(problems), path=root)
         return store
@@ -104,21 +105,34 @@ class Store:
     def looks_like_store(self) -> bool:
         return any((self.root / n).exists() for n in ("commitlog", "consumequeue", "checkpoint", "config", "index"))
 
-    def unsupported(self) -> list[str]:
-        """Layouts rmqctl detects and refuses instead of misreading."""
+    @property
+    def engine(self) -> str:
+        """'rocksdb' (storeType=defaultRocksDB: consume queues in a RocksDB at consumequeue/) or 'file'."""
+        from rmqctl.store.rocksdb_cq import engine_of
+
+        return engine_of(self.root)
+
+    def unsupported(self, *, rocksdb: bool = False) -> list[str]:
+        """Layouts rmqctl detects and refuses instead of misreading. rocksdb=True: the caller reads RocksDB
+        consume queues and metadata (dump, verify, query, stats --engine local, config show)."""
         out = []
         if self.config.multi_path_commitlog:
             out.append("multi-path commitlog (storePathCommitLog lists several directories) is not supported")
         for p in self.root.iterdir() if self.root.is_dir() else []:
             if p.name.startswith("dledger"):
                 out.append(f"DLedger commitlog ({p.name}/) is not supported")
+        # rocksdb=True: the storeType=defaultRocksDB layouts rmqctl reads (consumequeue/CURRENT, config/<table>/CURRENT)
+        # are not refused; other RocksDB-looking directories still are
         rocks_cq = self.root / "consumequeue" / "rocksdb"
-        if (self.root / "rocksdb").exists() or rocks_cq.exists() or (self.root / "consumequeue" / "CURRENT").exists():
-            out.append("RocksDB consume queues (storeType=defaultRocksDB) are not supported")
+        cq_current = (self.root / "consumequeue" / "CURRENT").exists()
+        if (self.root / "rocksdb").exists() or rocks_cq.exists() or (cq_current and not rocksdb):
+            out.append("RocksDB consume queues (storeType=defaultRocksDB) are not supported by this command "
+                       "(dump, verify, query, stats --engine local and config show read them)")
         for name in ("topics", "consumerOffsets", "subscriptionGroups"):
             d = self.config_dir / name
-            if d.is_dir() and ((d / "CURRENT").exists() or any(d.glob("*.sst"))):
-                out.append(f"RocksDB metadata (config/{name}/) is not supported")
+            if d.is_dir() and ((d / "CURRENT").exists() or any(d.glob("*.sst"))) and not (
+                    rocksdb and (d / "CURRENT").is_file()):
+                out.append(f"RocksDB metadata (config/{name}/) is not supported by this command")
         return out
 
     # --- commitlog -------------------------------------------------------------------------
@@ -132,6 +146,10 @@ class Store:
     # --- consume queues --------------------------------------------------------------------
     def queues(self, kind: str = "consumequeue") -> list[tuple[str, int]]:
         """(topic, queueId) of every queue directory; non-numeric queue dirs are skipped like the broker does."""
+        if kind == "consumequeue" and self.engine == "rocksdb":     # storeType=defaultRocksDB
+            from rmqctl.store.rocksdb_cq import queue_ids
+
+            return queue_ids(self.root)
         base = self.root / kind
         out = []
         if not self._dir_ok(base):

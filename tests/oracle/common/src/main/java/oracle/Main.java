@@ -60,6 +60,7 @@ public final class Main {
         "  hold-lock --store DIR",
         "  compaction-write --scenario F --store DIR | compaction-read|compaction-restart --store DIR [--conf F]  (5.x)",
         "  salvage --store DIR [--conf FILE.json] [--group G]   (getMessage from each group's committed offsets)",
+        "  rocksdb-write --scenario F --store DIR | rocksdb-read|rocksdb-restart --store DIR [--conf F]  (5.x, defaultRocksDB)",
         "  timer-write --scenario F --store DIR | timer-read --store DIR [--conf F] | timer-restart --store DIR (v5)",
         "  version");
 
@@ -208,6 +209,21 @@ public final class Main {
                     throw new UsageException(cmd + ": RocketMQ " + c.version() + " has no timer store");
                 }
                 emit(t.getMethod("run", Compat.class, String.class, Map.class).invoke(null, c, cmd, opts(args, 1)));
+                return 0;
+            }
+            case "rocksdb-write":
+            case "rocksdb-read":
+            case "rocksdb-restart": {
+                // storeType=defaultRocksDB (RocksStore.java, v5 module only)
+                Class<?> r;
+                try {
+                    r = Class.forName("oracle.RocksStore");
+                } catch (ClassNotFoundException e) {
+                    throw new UsageException(cmd + ": RocketMQ " + c.version() + " has no RocksDB store");
+                }
+                java.lang.reflect.Method fn = r.getDeclaredMethod("run", Compat.class, String.class, Map.class);
+                fn.setAccessible(true);
+                emit(fn.invoke(null, c, cmd, opts(args, 1)));
                 return 0;
             }
             default:
