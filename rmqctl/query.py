@@ -277,7 +277,7 @@ class QueryEngine:
 
     def by_time(self, topic: str, queue_id: int, timestamp: int, count: int = 1):
         """The broker's search by store time (first offset stored at or after `timestamp`) + its message(s)."""
-        from rmqctl.store.timesearch import CommitLogTimes, PickupError, offset_in_queue_by_time
+        from rmqctl.store.timesearch import CommitLogTimes, PickupError
 
         if self._batch(topic, queue_id):
             from rmqctl import bcqquery
@@ -318,7 +318,7 @@ class QueryEngine:
                       queue_id: int | None = None):
         """Messages of every queue of `topic` stored in [begin, end], merged in commitlog order. Each queue
         is bisected twice (first offset >= begin, first offset >= end+1), then read sequentially."""
-        from rmqctl.store.timesearch import CommitLogTimes, offset_in_queue_by_time
+        from rmqctl.store.timesearch import CommitLogTimes
 
         qids = [q for t, q in self.store.queues() if t == topic and queue_id in (None, q)]
         if not qids:

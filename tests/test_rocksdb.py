@@ -1,6 +1,7 @@
 """storeType=defaultRocksDB stores (5.x): consume queues and metadata in RocksDB, read through rocksdict.
 
-Fixtures fixtures/rocksdb-stores/rocksdb-v5 (clean shutdown) and crash-rocksdb-v5 (killed after 10 of 17 puts: the CQ RocksDB as flushed then,
+Fixtures fixtures/rocksdb-stores/rocksdb-v5 (clean shutdown) and crash-rocksdb-v5 (killed after 10 of 17 puts:
+the CQ RocksDB as flushed then,
 the commitlog holding all 17) are written by tests/oracle `rocksdb-write` (RocksDBMessageStore and the broker's RocksDB
 config managers); their manifest's broker_view is `rocksdb-read`: what RocksDBMessageStore serves after load/start.
 """

@@ -545,6 +545,66 @@ CODES: dict[str, Code] = {
         "a compaction position lies beyond its queue's max offset",
         "compacts nothing of that queue until it grows past the position",
         "move compaction/position-checkpoint aside with the broker stopped"),
+    # -- RocksDB consume queues and metadata (storeType=defaultRocksDB) ---------------------------------
+    "rocksdb_cq.unreadable": Code(
+        "the consume-queue RocksDB does not open read-only (missing or damaged files)",
+        "fails to load its consume queues and does not start",
+        "check the files under STORE/consumequeue; restore them from a backup or let a replica rebuild it"),
+    "rocksdb_cq.malformed": Code(
+        "a key or value of the consume-queue RocksDB does not follow the broker's layout",
+        "may fail reading that queue, or serve a wrong unit",
+        "rmqctl dump STORE/consumequeue --json to see the entry; the broker re-dispatches only past its checkpoint"),
+    "rocksdb_cq.no_checkpoint": Code(
+        "units exist but the dispatch checkpoint entry (CHECKPOINT_TOPIC) is missing",
+        "re-dispatches the whole commitlog into RocksDB on start",
+        "nothing offline: start the broker (rmqctl recover --dry-run STORE shows what it redoes)"),
+    "rocksdb_cq.checkpoint_ahead": Code(
+        "the dispatch checkpoint is beyond the end of the commitlog",
+        "believes messages are dispatched that do not exist; nothing is re-dispatched for them",
+        "rmqctl verify STORE --only commitlog to see where the commitlog ends; restore the lost commitlog files"),
+    "rocksdb_cq.no_max": Code(
+        "a queue has units but no max-offset entry",
+        "serves the queue as empty",
+        "nothing offline (rmqctl does not write RocksDB); the broker's own dispatch writes the entry anew"),
+    "rocksdb_cq.max_offset": Code(
+        "a queue's max-offset entry disagrees with its units (missing last unit, another commitlog "
+        "offset, or units beyond it)",
+        "serves the queue up to the max entry; units beyond it are not served",
+        "rmqctl dump STORE/consumequeue --json for that queue; compare with a replica"),
+    "rocksdb_cq.gap": Code(
+        "a unit is missing between a queue's first unit and its max",
+        "serves the queue from after the hole only (its min-offset search skips past it): the units "
+        "before the hole are not served either",
+        "rmqctl export STORE --unconsumed salvages the messages from the commitlog"),
+    "rocksdb_cq.missing": Code(
+        "a message below the dispatch checkpoint has no unit in its queue",
+        "does not re-dispatch it (it is below the checkpoint): a pull there finds nothing",
+        "rmqctl query STORE --topic T --queue Q --offset N --scan reads it from the commitlog; "
+        "rmqctl export STORE --unconsumed salvages it"),
+    "rocksdb_cq.mismatch": Code(
+        "a unit's commitlog offset, size, tagsCode or store time differs from its message",
+        "serves what the unit says: a wrong message, a failed read or a wrong tag filter",
+        "compare with rmqctl query STORE --offset; rmqctl export STORE --unconsumed salvages from the commitlog"),
+    "rocksdb_cq.orphan": Code(
+        "units point at no message of their queue (beyond the commitlog end: the broker truncates them)",
+        "truncates units beyond the commitlog end on start; others are served and fail to read",
+        "start the broker for those beyond the end; otherwise compare with a replica"),
+    "rocksdb_cq.behind": Code(
+        "messages after the dispatch checkpoint are not in the RocksDB consume queues yet",
+        "re-dispatches them from its checkpoint on start",
+        _NOTHING),
+    "rocksdb_meta.unreadable": Code(
+        "a metadata RocksDB (topics, subscription groups, consumer offsets) does not open read-only",
+        "fails to load that table",
+        "restore the table's RocksDB folder from a backup"),
+    "rocksdb_meta.malformed": Code(
+        "a metadata RocksDB value is not the JSON the broker writes",
+        "skips or fails on that entry",
+        "rmqctl config show STORE NAME to see the table"),
+    "rocksdb_meta.offset_beyond": Code(
+        "a committed consumer offset is beyond its queue's max offset",
+        "corrects the offset to the queue's max when the group pulls (messages in between are skipped)",
+        "rmqctl config offsets show STORE --group G; nothing offline for RocksDB metadata"),
 }
 
 
