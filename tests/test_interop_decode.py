@@ -75,15 +75,19 @@ CLEAN = [d for d in FIXTURE_DIRS if load_manifest(d)["broker_view"]["recovery"] 
 def test_consume_queues_match(d):
     """On a cleanly shut down store the broker's queues are exactly the files: units, min and max."""
     store, m = open_fixture(d)
-    ours = {(t, q) for t, q in store.queues()}
+    ours = {(t, q) for t, q in store.queues()} | set(store.queues("batchconsumequeue"))
     for q in m["broker_view"]["queues"]:
         key = (q["topic"], q["queue_id"])
         assert key in ours, key
         cq = store.consume_queue(*key)
         assert cq.max_offset() == q["max_offset"], key
         assert cq.min_offset() == q["min_offset"], key
-        units = [{"queue_offset": o, "physical_offset": p, "size": s, "tags_code": t}
-                 for o, p, s, t in cq.units(q["min_offset"], q["max_offset"])]
+        if hasattr(cq, "unit_for"):     # a batch consume queue: per offset, the unit of its batch (base offset)
+            units = [{"queue_offset": u.base, "physical_offset": u.phys, "size": u.size, "tags_code": u.tags}
+                     for o in range(q["min_offset"], q["max_offset"]) for u in [cq.unit_for(o)]]
+        else:
+            units = [{"queue_offset": o, "physical_offset": p, "size": s, "tags_code": t}
+                     for o, p, s, t in cq.units(q["min_offset"], q["max_offset"])]
         # the broker's view adds the linked ext unit ("ext"); those links are judged in test_cqext.py
         assert units == [{k: u[k] for k in ("queue_offset", "physical_offset", "size", "tags_code")}
                          for u in q["units"]], key
