@@ -56,6 +56,33 @@ def _timerlog_file(path: Path, n: int = 3) -> Path:
     return path
 
 
+def _short_rocksdb_unit(dest: Path) -> Path:
+    """A copy of rocksdb-v5's consume-queue RocksDB with one value cut short (dump: a rocksdb_malformed entry)."""
+    import rocksdict
+
+    from rmqctl.formats import rocksdb_cq as F
+
+    shutil.copytree(ROOT / "fixtures" / "rocksdb-stores" / "rocksdb-v5" / "store", dest)
+    dbdir = dest / "consumequeue"
+
+    def opts():     # the SST format the broker's RocksDB reads (the binding's default is newer)
+        o, b = rocksdict.Options(raw_mode=True), rocksdict.BlockBasedOptions()
+        b.set_format_version(5)
+        o.set_block_based_table_factory(b)
+        return o
+
+    names = rocksdict.Rdict.list_cf(str(dbdir))
+    db = rocksdict.Rdict(str(dbdir), options=opts(), column_families={n: opts() for n in names if n != "default"})
+    try:
+        key = F.cq_key("TopicA", 2, 1)
+        db.put(key, db.get(key)[:20])
+        assert len(db.get(key)) == 20
+    finally:
+        db.close()
+        (dbdir / "rocksdict-config.json").unlink(missing_ok=True)
+    return dbdir
+
+
 def runs(tmp: Path) -> list:
     out = []
     add = out.append
@@ -94,6 +121,7 @@ def runs(tmp: Path) -> list:
     add(run("dump", rk / "config" / "subscriptionGroups", "--json"))
     add(run("config", "show", rk, "consumerOffset", "--json"))
     add(run("verify", rk.parent.parent / "crash-rocksdb-v5" / "store", "--json"))
+    add(run("dump", _short_rocksdb_unit(tmp / "rk"), "--json"))
     add(run("config", "diff", a, "topics", "--json"))
     add(run("config", "restore", a, "topics", "--from-bak", "-n", "--json"))
     add(run("config", "restore", a, "topics", "--from-bak", "--json"))
