@@ -44,6 +44,12 @@ KINDS = {k.name: k for k in [
          "compaction/compactionLog/<topic>/<queueId>/<20-digit>: commitlog-format records (5.1+)"),
     Kind("compaction_cq", "batch_consumequeue", "BatchConsumeQueueUnit", None,
          "compaction/compactionCq/<topic>/<queueId>/<20-digit>: 46-byte sparse CQ units (5.1+)"),
+    Kind("dledger_data", "dledger", "EntryHeader,BlankEntry", None,
+         "dledger-<id>/data/<20-digit>: DLedger entries (48-byte header + one message record), blank at file end"),
+    Kind("dledger_index", "dledger", "IndexUnit", None,
+         "dledger-<id>/index/<20-digit>: 32-byte units (magic, pos, size, index, term), unit i = entry i"),
+    Kind("dledger_checkpoint", "", "", None,
+         "dledger-<id>/checkpoint, currterm (+ .bak): Properties text (endIndex, committedIndex / currTerm, voteLeader)"),
     Kind("config", "", "", None, "config/*.json (+ .bak): fastjson documents (topics, offsets, groups...)"),
 ]}
 
@@ -53,6 +59,13 @@ def kind_for_path(path) -> str | None:
     p = PurePath(path)
     name, parts = p.name, p.parts
     parent = parts[-2] if len(parts) >= 2 else ""
+    if parent.startswith("dledger-") and name in ("checkpoint", "checkpoint.bak", "currterm", "currterm.bak"):
+        return "dledger_checkpoint"
+    if len(parts) >= 3 and parts[-3].startswith("dledger-") and OFFSET_NAME.match(name):
+        if parent == "data":
+            return "dledger_data"
+        if parent == "index":
+            return "dledger_index"
     if name == "checkpoint" and parent != "compaction":
         return "checkpoint"
     if name in ("abort", "abort.bak", "abort.tmp"):

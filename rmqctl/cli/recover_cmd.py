@@ -118,6 +118,12 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_a
       rmqctl recover --on-corruption quarantine --json /data/rocketmq/store
       rmqctl undo /data/rocketmq/store                     # put everything back
     """
+    from rmqctl.store import dledger
+
+    if dledger.find(store_dir):
+        from rmqctl.dledger_view import refuse_recover
+
+        refuse_recover(store_dir)   # exit 8, saying what DLedger's own recovery will keep and cut
     from rmqctl.repair import recover as R
 
     opts = R.Options(on_corruption=on_corruption, from_start=from_start)

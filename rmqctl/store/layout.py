@@ -111,7 +111,8 @@ class Store:
             out.append("multi-path commitlog (storePathCommitLog lists several directories) is not supported")
         for p in self.root.iterdir() if self.root.is_dir() else []:
             if p.name.startswith("dledger"):
-                out.append(f"DLedger commitlog ({p.name}/) is not supported")
+                out.append(f"DLedger commitlog ({p.name}/): only dump and verify read it (recover says what "
+                           "DLedger's own recovery will do)")
         rocks_cq = self.root / "consumequeue" / "rocksdb"
         if (self.root / "rocksdb").exists() or rocks_cq.exists() or (self.root / "consumequeue" / "CURRENT").exists():
             out.append("RocksDB consume queues (storeType=defaultRocksDB) are not supported")
