@@ -72,7 +72,7 @@ def verify_dledger(store, log: dl.DLedgerLog) -> Report:
     plan = dl.predict_recovery(log)
     if not stop.normal:
         add(ERROR, "dledger.entry", stop.path, stop.file_offset, None, None,
-            f"{stop.kind}: {stop.detail}; {recovery_sentence(plan)}")
+            recovery_sentence(plan))
     elif plan.cut_bytes:
         add(WARNING, "dledger.tail", stop.path, stop.file_offset, "zeros", f"{plan.cut_bytes} non-zero bytes",
             "bytes after the last entry; " + recovery_sentence(plan))
