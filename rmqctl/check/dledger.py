@@ -108,6 +108,10 @@ def verify_dledger(store, log: dl.DLedgerLog) -> Report:
             add(ERROR, "dledger.currterm", log.dir / "currterm", None, f">= {last.term}", term,
                 "current term behind the last entry's term")
 
+    if store.abort_exists:
+        add(WARNING, "abort.present", store.abort_path, None, "no abort file (clean shutdown)", "abort present",
+            "abort file present: the next start runs abnormal recovery (DLedger's own recovery of the entry log, "
+            "then the consume queues are re-dispatched from the wrapped messages)")
     # consume queues: every unit must point at a wrapped message of its queue
     units = 0
     for topic, qid in store.queues():
