@@ -104,8 +104,9 @@ def test_verify_clean_dump_names_the_engine(cli, name):
 
 def test_other_commands_refuse_in_one_line(cli):
     store = STORES / "dledger-v5" / "store"
-    code, out, err = cli("rebuild", "cq", store)
-    assert code == 8 and "DLedger commitlog (dledger-n0/)" in err and len(err.strip().splitlines()) == 1
+    for args in (["stats", "--engine", "local"], ["reclaim"], ["diff", STORES / "dledger-v4" / "store"]):
+        code, out, err = cli(args[0], store, *args[1:])
+        assert code == 8 and "DLedger commitlog (dledger-n0/)" in err and len(err.strip().splitlines()) == 1, args
 
 
 def _entries(log):
@@ -184,3 +185,78 @@ def test_predicted_recovery_is_what_dledger_does(tmp_path, damage):
         d["ledger_end_index"], d["ledger_end_term"], d["data_max_wrote_position"], d["index_max_wrote_position"])
     assert [e["index"] for e in d["entries"]] == list(range(plan.keep_entries))
     assert plan.index_rewrite_from == (20 if "index" in damage else None)
+
+
+@pytest.mark.parametrize("name", ["dledger-v4", "dledger-v5"])
+def test_rebuild_from_the_dledger_log_is_byte_identical(tmp_path, cli, name):
+    store = _copy(name, tmp_path)
+    manifest = tmp_path / name / "manifest.json"
+    for what in ("cq", "index"):     # intact store: nothing to do
+        code, out, err = cli("rebuild", what, store, "--broker-config", manifest, "--json")
+        assert code == 0 and json.loads(out)["actions"] == [], (out, err)
+    orig = STORES / name / "store"
+    shutil.rmtree(store / "consumequeue" / "DlB")
+    for p in (store / "index").iterdir():
+        p.unlink()
+    assert not (store / "consumequeue" / "DlB").exists()          # injected
+    assert cli("rebuild", "cq", store, "--broker-config", manifest)[0] == 1
+    assert cli("rebuild", "index", store, "--broker-config", manifest)[0] == 1
+    for p in sorted((orig / "consumequeue").rglob("*")):
+        if p.is_file():
+            assert (store / p.relative_to(orig)).read_bytes() == p.read_bytes(), p
+    # the index file's name is the wall clock at creation (the broker's); its bytes are the broker's
+    [new] = list((store / "index").iterdir())
+    [old] = list((orig / "index").iterdir())
+    assert new.read_bytes() == old.read_bytes()
+    assert cli("undo", store)[0] == 0 and cli("undo", store)[0] == 0
+    assert not (store / "consumequeue" / "DlB").exists() and not any((store / "index").iterdir())
+
+
+def test_rebuild_cq_after_crash_gives_the_broker_s_units(tmp_path, cli):
+    store = _copy("crash-dledger-v5", tmp_path)
+    view = _manifest("crash-dledger-v5")["broker_view"]
+    code, out, err = cli("rebuild", "cq", store, "--broker-config", tmp_path / "crash-dledger-v5" / "manifest.json")
+    assert code == 1, (out, err)
+    from rmqctl.store.layout import Store
+
+    st = Store(store)
+    for q in view["queues"]:
+        got = [(u[1], u[2], u[3]) for u in st.consume_queue(q["topic"], q["queue_id"]).units() if u[2]]
+        want = [(u["physical_offset"], u["size"], u["tags_code"]) for u in q["units"]]
+        assert got == want and len(want) == 15
+
+
+@pytest.mark.parametrize("name", ["dledger-v4", "dledger-v5"])
+def test_query_answers_as_the_broker(cli, name):
+    import re
+
+    store = STORES / name / "store"
+    view = _manifest(name)["broker_view"]
+    checked = 0
+    for q in view["key_queries"]:
+        if q["begin"] != 0 or q["max_num"] != 64:
+            continue
+        by_off = {m["physical_offset"]: m for m in view["messages"]}
+        uniq = any(by_off[o]["properties"].get("UNIQ_KEY") == q["key"] for o in q["messages_phys_offsets"])
+        code, out, err = cli("query", store, "-t", q["topic"], "--uniq-key" if uniq else "-k", q["key"], "--json")
+        got = sorted(json.loads(x)["physical_offset"] for x in out.splitlines())
+        want = [o for o in q["messages_phys_offsets"] if by_off[o]["topic"] == q["topic"] and (
+            by_off[o]["properties"].get("UNIQ_KEY") == q["key"] if uniq
+            else q["key"] in by_off[o]["properties"].get("KEYS", "").split(" "))]
+        assert got == sorted(want), (q, err)
+        checked += bool(want)
+    assert checked > 20
+    for tq in view["time_queries"]:
+        for ts, want in tq["results"]:
+            code, out, err = cli("query", store, "-t", tq["topic"], "--queue", tq["queue_id"], "--time", ts,
+                                 "--broker-version", name[-1])
+            m = re.search(r"(?:at or after|stored nearest to) \d+: (\d+)", err)
+            assert m and int(m.group(1)) == want, (tq["topic"], ts, want, err)
+    for msg in view["messages"][:5]:
+        code, out, err = cli("query", store, "--msg-id", msg["msg_id"], "--json")
+        r = json.loads(out)
+        assert (r["physical_offset"], r["queue_offset"], r["body_crc_ok"]) == (msg["physical_offset"],
+                                                                                msg["queue_offset"], True)
+        code, out, _ = cli("query", store, "-t", msg["topic"], "--queue", msg["queue_id"], "--offset",
+                           msg["queue_offset"], "--json")
+        assert json.loads(out)["physical_offset"] == msg["physical_offset"]

@@ -13,7 +13,12 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contextvars import ContextVar
+
 from rmqctl.formats import dledger as fmt
+
+# set by the commands that read DLedger stores through the commitlog-record paths (rebuild): Store.open lets them in
+READING: ContextVar[bool] = ContextVar("rmqctl_dledger_reading", default=False)
 
 _NAME = re.compile(r"^\d{20}$")
 _HDR = struct.Struct(">iiqqqiiii")
@@ -275,3 +280,32 @@ def message_walk(log: DLedgerLog, stop_box: list, *, check_crc: bool = True):
     finally:
         for fd in fds.values():
             os.close(fd)
+
+
+@dataclass
+class _End:
+    stop: object
+    records: int = 0
+    last_valid: int | None = None
+
+
+def records_for_rebuild(log: DLedgerLog):
+    """`records(walk)` for repair.rebuild.analyze_rebuild: the wrapped messages in entry order (each checked as a
+    commitlog record), walk.ends filled with where the entry log ends (END, or the failed check)."""
+    from rmqctl.scan import END, Stop
+
+    def records(walk):
+        box: list = []
+        n = 0
+        last = None
+        for e, rec, bad in message_walk(log, box):
+            if bad is not None:
+                continue
+            n += 1
+            last = rec.offset
+            yield rec
+        st = box[0]
+        kind = END if st.normal else "dledger_" + st.kind.replace(" ", "_")
+        walk.ends.append(_End(Stop(kind, st.offset, st.file_offset, 0, st.detail), n, last))
+
+    return records
