@@ -8,8 +8,8 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from rmqctl.formats import dledger as fmt
+
 from rmqctl.store import dledger as dl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +105,7 @@ def test_verify_clean_dump_names_the_engine(cli, name):
 def test_other_commands_refuse_in_one_line(cli):
     store = STORES / "dledger-v5" / "store"
     for args in (["stats", "--engine", "local"], ["reclaim"], ["diff", STORES / "dledger-v4" / "store"]):
-        code, out, err = cli(args[0], store, *args[1:])
+        code, _, err = cli(args[0], store, *args[1:])
         assert code == 8 and "DLedger commitlog (dledger-n0/)" in err and len(err.strip().splitlines()) == 1, args
 
 
@@ -255,8 +255,9 @@ def test_query_answers_as_the_broker(cli, name):
     for msg in view["messages"][:5]:
         code, out, err = cli("query", store, "--msg-id", msg["msg_id"], "--json")
         r = json.loads(out)
+        assert code == 0, err
         assert (r["physical_offset"], r["queue_offset"], r["body_crc_ok"]) == (msg["physical_offset"],
                                                                                 msg["queue_offset"], True)
-        code, out, _ = cli("query", store, "-t", msg["topic"], "--queue", msg["queue_id"], "--offset",
+        _, out, _ = cli("query", store, "-t", msg["topic"], "--queue", msg["queue_id"], "--offset",
                            msg["queue_offset"], "--json")
         assert json.loads(out)["physical_offset"] == msg["physical_offset"]

@@ -10,10 +10,9 @@ from __future__ import annotations
 import os
 import re
 import struct
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from contextvars import ContextVar
 
 from rmqctl.formats import dledger as fmt
 
@@ -104,7 +103,7 @@ class DLedgerLog:
     index: list[DFile] = field(default_factory=list)
 
     @classmethod
-    def open(cls, d: Path) -> "DLedgerLog":
+    def open(cls, d: Path) -> DLedgerLog:
         return cls(d, _files(d / "data"), _files(d / "index"))
 
     @property
@@ -148,8 +147,8 @@ class DLedgerLog:
             while True:
                 absolute = f.start + pos
 
-                def stop(kind, detail=""):
-                    stop_box.append(EntryStop(kind, absolute, detail, str(f.path), pos))
+                def stop(kind, detail="", _at=(absolute, str(f.path), pos)):
+                    stop_box.append(EntryStop(kind, _at[0], detail, _at[1], _at[2]))
 
                 if pos + 4 > len(buf):
                     stop("truncated", "no room for an entry header")
