@@ -157,18 +157,29 @@ def _bad_body(store, i):
 def test_verify_finds_injected_damage(tmp_path, cli):
     store = _copy("dledger-v5", tmp_path)
     e = _tear_last(store)
-    _bad_index_unit(store, 5)
+    _bad_index_unit(store, 25)
     _bad_body(store, 3)
     code, out, err = cli("verify", "--json", store)
     rep = json.loads(out)
     checks = {f["check"] for f in rep["findings"]}
     assert code == 4 and {"dledger.entry", "dledger.index_unit", "dledger.message", "dledger.cq_unit"} <= checks, out
     code, _, err = cli("recover", store)
-    assert code == 8 and f"keeps entries 0..{e.index - 1}" in err and "rewrites the index units from entry 5" in err
+    assert code == 8 and f"keeps entries 0..{e.index - 1}" in err and "rewrites the index units from entry 25" in err
+
+
+def _bad_term_early(store):
+    """Entry 1 (first data file) with a term below entry 0's: before the file DLedger's recovery starts from."""
+    log = _log(store)
+    assert len(log.data) >= 4 and log.recovery_start() == len(log.data) - 3
+    e = _entries(log)[1]
+    with open(e.path, "r+b") as fh:
+        fh.seek(e.pos - int(e.path.name) + 16)
+        fh.write(struct.pack(">q", -5))
+    assert _entries(_log(store))[-1].index == 0                       # injected: a walk from file 0 stops
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("damage", ["torn", "index", "torn+index"])
+@pytest.mark.parametrize("damage", ["torn", "index", "torn+index", "early-term"])
 def test_predicted_recovery_is_what_dledger_does(tmp_path, damage):
     from tests.oracle_helpers import read_store
 
@@ -177,6 +188,8 @@ def test_predicted_recovery_is_what_dledger_does(tmp_path, damage):
         _tear_last(store)
     if "index" in damage:
         _bad_index_unit(store, 20)
+    if damage == "early-term":
+        _bad_term_early(store)
     plan = dl.predict_recovery(_log(store))
     view = read_store("v5", store, tmp_path / "dledger-v5" / "manifest.json")
     assert view["load_ok"]

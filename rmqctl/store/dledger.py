@@ -135,11 +135,29 @@ class DLedgerLog:
                 return _UNIT.unpack(b) if len(b) == fmt.INDEX_UNIT_SIZE else None
         return None
 
-    def walk(self, stop_box: list, *, bodies: bool = False):
+    def recovery_start(self) -> int:
+        """The data file DLedger's recovery walks from: the third-last, or an earlier one, the first going back
+        whose first entry is sound and agrees with its index unit (else the first file)."""
+        k = max(0, len(self.data) - 3)
+        for i in range(k, -1, -1):
+            f = self.data[i]
+            with open(f.path, "rb") as fh:
+                b = fh.read(fmt.BODY_OFFSET)
+            if len(b) < fmt.BODY_OFFSET:
+                continue
+            magic, size, index, term, pos, _c, _cc, _bc, blen = _HDR.unpack(b)
+            if magic != fmt.MAGIC or size <= fmt.HEADER_SIZE or pos != f.start or blen + fmt.BODY_OFFSET != size:
+                continue
+            if index < 0 or self.index_unit(index) != (magic, pos, size, index, term):
+                continue
+            return i
+        return 0
+
+    def walk(self, stop_box: list, *, bodies: bool = False, start_file: int = 0):
         """Yield (Entry, body bytes or None) in DLedger's recovery order; stop_box gets the EntryStop."""
         last_index = last_term = -1
-        process = self.data[0].start if self.data else 0
-        for fi, f in enumerate(self.data):
+        process = self.data[start_file].start if self.data else 0
+        for f in self.data[start_file:]:
             with open(f.path, "rb") as fh:
                 buf = fh.read()
             pos = 0
@@ -219,7 +237,11 @@ def predict_recovery(log: DLedgerLog) -> RecoveryPlan:
     first = last = -1
     last_term = -1
     rewrite = None
-    for e, _ in log.walk(box):
+    k = log.recovery_start()
+    if k > 0:       # entries before the start file are kept unread; count them from the indexes
+        first = _first_index(log.data[0])
+        n = _first_index(log.data[k]) - first
+    for e, _ in log.walk(box, start_file=k):
         if first == -1:
             first = e.index
         n += 1
@@ -242,6 +264,11 @@ def predict_recovery(log: DLedgerLog) -> RecoveryPlan:
         committed = None
     return RecoveryPlan(n, first, last, last_term, off, st, cut, deleted, rewrite, (last + 1) * fmt.INDEX_UNIT_SIZE,
                         committed)
+
+
+def _first_index(f: DFile) -> int:
+    with open(f.path, "rb") as fh:
+        return _HDR.unpack(fh.read(fmt.BODY_OFFSET))[2]
 
 
 def _nonzero_tail(f: DFile, rel: int) -> int:
