@@ -47,6 +47,12 @@ KINDS = {k.name: k for k in [
     Kind("rocksdb_cq", "rocksdb_cq", "CqKey,CqValue,OffsetKey,OffsetValue,CheckpointValue", None,
          "consumequeue/ as a RocksDB (5.x storeType=defaultRocksDB): keys/values of its default and offset "
          "column families"),
+    Kind("dledger_data", "dledger", "EntryHeader,BlankEntry", None,
+         "dledger-<id>/data/<20-digit>: DLedger entries (48-byte header + one message record), blank at file end"),
+    Kind("dledger_index", "dledger", "IndexUnit", None,
+         "dledger-<id>/index/<20-digit>: 32-byte units (magic, pos, size, index, term), unit i = entry i"),
+    Kind("dledger_checkpoint", "", "", None,
+         "dledger-<id>/checkpoint, currterm (+ .bak): Properties text (endIndex, committedIndex / currTerm, voteLeader)"),
     Kind("config", "", "", None, "config/*.json (+ .bak): fastjson documents (topics, offsets, groups...)"),
 ]}
 
@@ -56,6 +62,13 @@ def kind_for_path(path) -> str | None:
     p = PurePath(path)
     name, parts = p.name, p.parts
     parent = parts[-2] if len(parts) >= 2 else ""
+    if parent.startswith("dledger-") and name in ("checkpoint", "checkpoint.bak", "currterm", "currterm.bak"):
+        return "dledger_checkpoint"
+    if len(parts) >= 3 and parts[-3].startswith("dledger-") and OFFSET_NAME.match(name):
+        if parent == "data":
+            return "dledger_data"
+        if parent == "index":
+            return "dledger_index"
     if name == "checkpoint" and parent != "compaction":
         return "checkpoint"
     if name in ("abort", "abort.bak", "abort.tmp"):

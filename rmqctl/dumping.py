@@ -20,7 +20,7 @@ from rmqctl.store.files import read_bytes
 
 KIND_NAMES = ("commitlog", "consumequeue", "consumequeue_ext", "batchconsumequeue", "index", "checkpoint",
               "abort", "lock", "timerlog", "timerwheel", "timercheck", "compaction_log", "compaction_cq",
-              "config")
+              "config", "dledger_data", "dledger_index", "dledger_checkpoint")
 
 
 def _codec(decl):

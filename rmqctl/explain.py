@@ -29,6 +29,8 @@ def _rows(con, prefix=""):
 def explain_kind(kind: str) -> str:
     k = KINDS[kind]
     lines = [f"{k.name}: {k.summary}"]
+    if kind == "dledger_checkpoint":
+        return "\n".join(lines + ["  (java.util.Properties text, key=value lines; see docs/store-format.md, DLedger)"])
     if not k.module:
         return "\n".join(lines + ["  (JSON in the broker's fastjson dialect; see rmqctl-config(1))"])
     mod = importlib.import_module(f"rmqctl.formats.{k.module}")

@@ -175,6 +175,38 @@ STORE_SUMMARY = {
     "not_followed": opt("array", "links out of the store or special files, not read"),
 }
 
+DLEDGER_DUMP = {
+    "dledger_store": _unit("dledger_store", "a DLedger commitlog store at a glance (dump STORE)",
+                           root=req("string", "the store directory"),
+                           engine=req("string", "the commitlog engine"),
+                           engine_evidence=req("string", "what on disk tells the engine and its version"),
+                           self_id=req("string", "the DLedger member id (dledger-<id>/)"),
+                           data_files=req("array", "data file names"), data_file_size=_i("data file size"),
+                           index_files=req("array", "index file names"), index_file_size=_i("index file size"),
+                           entries=_i("valid entries"), first_index=_i("first entry index (-1: none)"),
+                           last_index=_i("last entry index (-1: none)"), terms=req("array", "terms of the entries"),
+                           data_end=_i("where the entries end (DLedger's recovery keeps data up to here)"),
+                           log_ends_with=req("string", "why the entry walk ended (end, files, or a failed check)"),
+                           checkpoint=req("object|null", "dledger checkpoint properties (endIndex, committedIndex)"),
+                           currterm=req("object|null", "currterm properties (currTerm, voteLeader)"),
+                           consume_queues=req("array", "one object per consume queue", {
+                               "topic": req("string", "topic"), "queue_id": _i("queue id"),
+                               "max_offset": _i("next queue offset")}),
+                           index=req("array", "index/ file names"),
+                           abort=req("boolean", "abort file present"), lock=req("string", "lock state")),
+    "dledger_entry": _unit("dledger_entry", "a DLedger entry header (data file)",
+                           position=_i("absolute position in the data log"), magic=_i("entry magic (1)"),
+                           size=_i("entry size"), index=_i("entry index"), term=_i("entry term"),
+                           pos=_i("pos field as stored"), channel=_i("reserved"), chain_crc=_i("reserved (0)"),
+                           body_crc=_i("reserved (0)"), body_length=_i("body length"),
+                           message_offset=_i("the wrapped message's physical offset (pos + 48)")),
+    "dledger_index_unit": _unit("dledger_index_unit", "a DLedger index unit", unit=_i("unit number (= entry index)"),
+                                magic=_i("magic"), pos=_i("entry position"), size=_i("entry size"),
+                                index=_i("entry index"), term=_i("entry term")),
+    "dledger_properties": _unit("dledger_properties", "dledger checkpoint or currterm file",
+                                file=req("string", "file name"), properties=req("object", "key -> value")),
+}
+
 DUMP_VARIANTS = {
     "rocksdb_cq_unit": _unit("rocksdb_cq_unit", "a unit of the consume-queue RocksDB (default column family)",
                              topic=req("string", "topic"), queue_id=_i("queue id"),
@@ -196,6 +228,7 @@ DUMP_VARIANTS = {
     "rocksdb_malformed": _unit("rocksdb_malformed", "a key or value that does not follow the broker's layout",
                                column_family=req("string", "column family"), key=req("string", "the key, hex"),
                                problem=req("string", "what is wrong")),
+    **DLEDGER_DUMP,
     "message": MESSAGE,
     "trailer": TRAILER,
     "store": STORE_SUMMARY,

@@ -144,6 +144,11 @@ def runs(tmp: Path) -> list:
     add(run("dump", "--json", "--kind", "compaction_log", "--count", "1", "--body", "none", cl))
     add(run("dump", "--json", a))
     add(run("dump", "--json", v5))
+    dls = STORES / "dledger-v5" / "store"
+    add(run("dump", "--json", dls))
+    add(run("dump", "--json", "--count", "2", dls / "dledger-n0" / "data" / ("0" * 20),
+            dls / "dledger-n0" / "index" / ("0" * 20), dls / "dledger-n0" / "checkpoint", dls / "dledger-n0" / "currterm"))
+    add(run("verify", "--json", "-v", STORES / "crash-dledger-v5" / "store"))
     bad = tmp / "bad" / "commitlog"
     bad.mkdir(parents=True)
     data = bytearray(cl.read_bytes())

@@ -174,8 +174,7 @@ def test_real_exit_code_via_subprocess(tmp_path):
     assert r.returncode == 4 and r.stderr.decode().startswith("rmqctl: ")
 
 
-@pytest.mark.parametrize("layout,expect", [
-    ("dledger-n0/data", "DLedger"),
+@pytest.mark.parametrize("layout,expect", [     # DLedger commitlogs are read: tests/test_dledger.py
     ("consumequeue/rocksdb", "RocksDB consume queues"),
     ("config/consumerOffsets/CURRENT", "RocksDB metadata"),
 ])

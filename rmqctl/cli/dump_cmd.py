@@ -105,7 +105,13 @@ def _dump_one(path: Path, emit, problems: list, *, kind, cfg, **kw) -> None:
     if path.is_dir() and kind is None and _is_store_root(path):
         from rmqctl.store.layout import Store
         from rmqctl.summary import summarize
+        from rmqctl.store import dledger
 
+        if dledger.find(path):
+            from rmqctl.dledger_view import summary as dledger_summary
+
+            emit.item(dledger_summary(Store(path, cfg)))
+            return
         emit.summary(summarize(Store(path, cfg)))
         return
     if path.is_dir() and kind is None and (path / "CURRENT").is_file():     # a RocksDB (storeType=defaultRocksDB)
@@ -128,7 +134,8 @@ def _dump_one(path: Path, emit, problems: list, *, kind, cfg, **kw) -> None:
 
 
 def _is_store_root(path: Path) -> bool:
-    return any((path / n).exists() for n in ("commitlog", "consumequeue", "checkpoint", "config", "index"))
+    return any((path / n).exists() for n in ("commitlog", "consumequeue", "checkpoint", "config", "index")) or any(
+        p.name.startswith("dledger-") for p in path.iterdir())
 
 
 def _files_of(d: Path) -> list[Path]:
@@ -186,6 +193,12 @@ def _records(f: Path, kind: str, cfg, *, skip, count, offset, topic, queue, slot
         yield from dumping.consumequeue_ext_file(f, skip=skip, count=count)
     elif kind == "index":
         yield from dumping.index_file(f, cfg.hash_slot_num, cfg.index_num, skip=skip, count=count, slots=slots)
+    elif kind in ("dledger_data", "dledger_index", "dledger_checkpoint"):
+        from rmqctl import dledger_view as dv
+
+        fn = {"dledger_data": dv.data_file, "dledger_index": dv.index_file,
+              "dledger_checkpoint": dv.properties_file}[kind]
+        yield from fn(f, skip=skip, count=count)
     elif kind == "timerlog":
         yield from dumping.timerlog_file(f, skip=skip, count=count)
     else:

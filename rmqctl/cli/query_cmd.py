@@ -102,6 +102,11 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
         raise UsageError(f"--begin {b} is after --end {e}")
 
     cfg = build_store_config(broker_config, index_slots, index_items)
+    from rmqctl.store import dledger
+
+    if dledger.find(store_dir):     # DLedger commitlog: messages are read at their offsets in dledger-<id>/data/
+        token = dledger.READING.set(True)
+        ctx.call_on_close(lambda: dledger.READING.reset(token))
     store = Store.open(require_store(store_dir), cfg, rocksdb=True)
     body = body or ("base64" if as_json else "text")
     verbose = (ctx.find_root().obj or {}).get("verbose", 0)

@@ -119,6 +119,12 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_a
       rmqctl recover --on-corruption quarantine --json /data/rocketmq/store
       rmqctl undo /data/rocketmq/store                     # put everything back
     """
+    from rmqctl.store import dledger
+
+    if dledger.find(store_dir):
+        from rmqctl.dledger_view import refuse_recover
+
+        refuse_recover(store_dir)   # exit 8, saying what DLedger's own recovery will keep and cut
     from rmqctl.repair import recover as R
     from rmqctl.repair.rocksdb_plan import refuse_offline_write
 
@@ -192,8 +198,18 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
 
             return analyze_rebuild(get_session(master), store, what, staging, topic=topic, queue=queue, progress=pg,
                                    include_deleted_topics=include_deleted_topics)
-        return RB.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg,
-                                 include_deleted_topics=include_deleted_topics)
+        from rmqctl.store import dledger
 
-    return _run(store_dir, _one_conf(conf, conf_alias), dry_run, as_json, f"rebuild-{what}", build)
+        dlog = dledger.find(store.root)   # DLedger commitlog: the messages its entries wrap
+        return RB.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg,
+                                  include_deleted_topics=include_deleted_topics,
+                                  records=dledger.records_for_rebuild(dledger.DLedgerLog.open(dlog)) if dlog else None)
+
+    from rmqctl.store import dledger
+
+    token = dledger.READING.set(bool(dledger.find(store_dir)) and engine != "spark")
+    try:
+        return _run(store_dir, _one_conf(conf, conf_alias), dry_run, as_json, f"rebuild-{what}", build)
+    finally:
+        dledger.READING.reset(token)
 

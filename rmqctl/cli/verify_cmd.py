@@ -84,25 +84,33 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
     try:
         if path.is_dir():
             store = Store.open(path, cfg, check_supported=False)
-            if not store.looks_like_store():
+            from rmqctl.store import dledger
+
+            dlog = dledger.find(path)
+            if dlog is not None:
+                from rmqctl.check.dledger import verify_dledger
+
+                report = verify_dledger(store, dledger.DLedgerLog.open(dlog))
+            elif not store.looks_like_store():
                 raise UsageError("not a store directory (no commitlog/, consumequeue/, checkpoint, config/ or "
                                  "index/ here)", path=path)
-            if jobs is None:
+            else:
+                if jobs is None:
+                    total = sum(f.size for f in store.commitlog.files)
+                    jobs = min(2, os.cpu_count() or 1) if total > 256 * 1024 * 1024 else 1
+                from rmqctl.terminal import progress
+
                 total = sum(f.size for f in store.commitlog.files)
-                jobs = min(2, os.cpu_count() or 1) if total > 256 * 1024 * 1024 else 1
-            from rmqctl.terminal import progress
+                with progress(total, "verify") as bar:
+                    if engine == "spark":
+                        from rmqctl.spark.engines import verify_store as spark_verify
+                        from rmqctl.spark.session import get_session
 
-            total = sum(f.size for f in store.commitlog.files)
-            with progress(total, "verify") as bar:
-                if engine == "spark":
-                    from rmqctl.spark.engines import verify_store as spark_verify
-                    from rmqctl.spark.session import get_session
-
-                    report = spark_verify(get_session(master, verbose=verbose), store, areas=tuple(only) or AREAS,
-                                          index_sample=index_sample, progress=bar.advance)
-                else:
-                    report = verify_store(store, jobs=jobs, areas=tuple(only) or AREAS, index_sample=index_sample,
-                                          progress=bar.advance)
+                        report = spark_verify(get_session(master, verbose=verbose), store, areas=tuple(only) or AREAS,
+                                              index_sample=index_sample, progress=bar.advance)
+                    else:
+                        report = verify_store(store, jobs=jobs, areas=tuple(only) or AREAS, index_sample=index_sample,
+                                              progress=bar.advance)
         else:
             from rmqctl.store.files import check_named
 

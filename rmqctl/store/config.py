@@ -140,6 +140,9 @@ def infer(config: StoreConfig, root: Path) -> StoreConfig:
     changes = {}
     if "commitlog_file_size" not in config.explicit:
         size = _first_file_size(commitlog_dir(config, root), digits=20)
+        for d in sorted(root.glob("dledger-*/data")) if not size and root.is_dir() else []:
+            size = _first_file_size(d, digits=20)   # DLedger: mappedFileSizeCommitLog sizes its data files
+            break
         if size:
             changes["commitlog_file_size"] = size
     if "cq_file_size" not in config.explicit:

@@ -80,6 +80,12 @@ class Store:
     # --- locations -------------------------------------------------------------------------
     @property
     def commitlog_dir(self) -> Path:
+        if _dledger_reading():
+            from rmqctl.store.dledger import find
+
+            d = find(self.root)
+            if d is not None:
+                return d / "data"   # each message sits at its physical offset there (entry pos + 48)
         return commitlog_dir(self.config, self.root)
 
     @property
@@ -119,8 +125,9 @@ class Store:
         if self.config.multi_path_commitlog:
             out.append("multi-path commitlog (storePathCommitLog lists several directories) is not supported")
         for p in self.root.iterdir() if self.root.is_dir() else []:
-            if p.name.startswith("dledger"):
-                out.append(f"DLedger commitlog ({p.name}/) is not supported")
+            if p.name.startswith("dledger") and not _dledger_reading():
+                out.append(f"DLedger commitlog ({p.name}/): only dump, verify, query and rebuild read "
+                           "it (recover says what DLedger's own recovery will do)")
         # rocksdb=True: the storeType=defaultRocksDB layouts rmqctl reads (consumequeue/CURRENT, config/<table>/CURRENT)
         # are not refused; other RocksDB-looking directories still are
         rocks_cq = self.root / "consumequeue" / "rocksdb"
@@ -226,3 +233,9 @@ def find_store_root(path) -> Path:
         if (cand / "commitlog").is_dir() or (cand / "checkpoint").is_file():
             return cand
     raise UsageError("not inside a store (no commitlog/ or checkpoint found above it)", path=path)
+
+
+def _dledger_reading() -> bool:
+    from rmqctl.store.dledger import READING
+
+    return READING.get()

@@ -43,7 +43,7 @@ final class Reader {
 
     static Map<String, Object> read(Compat c, String storeDir, String confPath) throws Exception {
         File src = new File(storeDir);
-        if (!new File(src, "commitlog").isDirectory()) {
+        if (!new File(src, "commitlog").isDirectory() && !DLedger.isDLedgerStore(src)) {
             throw new IllegalArgumentException("not a store dir (no commitlog/): " + storeDir);
         }
         Map<String, Object> sc = StoreConf.forRead(storeDir, confPath);
@@ -148,6 +148,10 @@ final class Reader {
         long off = store.getMinPhyOffset();
         long max = store.getMaxPhyOffset();
         String walkError = null;
+        if (DLedger.isDLedgerStore(src)) {
+            walkError = DLedger.walk(store, out, decoded, messages); // entries, not records, tile a DLedger log
+            off = max;
+        }
         while (off >= 0 && off < max) {
             SelectMappedBufferResult r = store.getCommitLogData(off);
             if (r == null) {

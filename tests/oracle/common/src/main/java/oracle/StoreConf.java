@@ -96,13 +96,15 @@ final class StoreConf {
             }
             setter.invoke(cfg, arg);
         }
+        DLedger.pickPort(cfg);
         return cfg;
     }
 
     static Method findSetter(String key) {
         String name = "set" + Character.toUpperCase(key.charAt(0)) + key.substring(1);
+        String asIs = "set" + key; // the DLedger options: setdLegerGroup, setdLegerPeers, setdLegerSelfId
         for (Method m : MessageStoreConfig.class.getMethods()) {
-            if (m.getName().equals(name) && m.getParameterCount() == 1) {
+            if ((m.getName().equals(name) || m.getName().equals(asIs)) && m.getParameterCount() == 1) {
                 return m;
             }
         }

@@ -144,6 +144,7 @@ final class Writer {
             throw new IllegalStateException("load() of the new store failed");
         }
         store.start();
+        DLedger.awaitLeader(store, 15000);
 
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("rocketmq_version", c.version());
