@@ -52,7 +52,8 @@ KINDS = {k.name: k for k in [
     Kind("dledger_index", "dledger", "IndexUnit", None,
          "dledger-<id>/index/<20-digit>: 32-byte units (magic, pos, size, index, term), unit i = entry i"),
     Kind("dledger_checkpoint", "", "", None,
-         "dledger-<id>/checkpoint, currterm (+ .bak): Properties text (endIndex, committedIndex / currTerm, voteLeader)"),
+         "dledger-<id>/checkpoint, currterm (+ .bak): Properties text (endIndex, committedIndex / currTerm, "
+         "voteLeader)"),
     Kind("config", "", "", None, "config/*.json (+ .bak): fastjson documents (topics, offsets, groups...)"),
 ]}
 

@@ -1,4 +1,5 @@
-"""DLedger commitlog (broker option enableDLegerCommitLog=true): STORE/dledger-<selfId>/ (docs/store-format.md, "DLedger").
+"""DLedger commitlog (broker option enableDLegerCommitLog=true): STORE/dledger-<selfId>/
+(docs/store-format.md, "DLedger").
 
 openmessaging DLedger 0.3.1.2 (the version both RocketMQ 4.9.7 and 5.3.3 depend on), DLedgerMmapFileStore:
   data/<20-digit start offset>   entries, each a 48-byte header + body; the broker's DLedgerCommitLog puts one

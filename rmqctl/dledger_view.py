@@ -43,7 +43,8 @@ def data_file(path, *, skip=0, count=None, **_):
         if n >= skip and (count is None or n - skip < count):
             yield {"kind": "dledger_entry", "position": start + pos, "magic": h.magic, "size": h.size,
                    "index": h.index, "term": h.term, "pos": h.pos, "channel": h.channel, "chain_crc": h.chain_crc,
-                   "body_crc": h.body_crc, "body_length": h.body_length, "message_offset": start + pos + fmt.BODY_OFFSET}
+                   "body_crc": h.body_crc, "body_length": h.body_length,
+                   "message_offset": start + pos + fmt.BODY_OFFSET}
         n += 1
         pos += size
     rest = data[pos:]

@@ -147,7 +147,8 @@ def runs(tmp: Path) -> list:
     dls = STORES / "dledger-v5" / "store"
     add(run("dump", "--json", dls))
     add(run("dump", "--json", "--count", "2", dls / "dledger-n0" / "data" / ("0" * 20),
-            dls / "dledger-n0" / "index" / ("0" * 20), dls / "dledger-n0" / "checkpoint", dls / "dledger-n0" / "currterm"))
+            dls / "dledger-n0" / "index" / ("0" * 20), dls / "dledger-n0" / "checkpoint",
+            dls / "dledger-n0" / "currterm"))
     add(run("verify", "--json", "-v", STORES / "crash-dledger-v5" / "store"))
     bad = tmp / "bad" / "commitlog"
     bad.mkdir(parents=True)

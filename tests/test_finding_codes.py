@@ -14,7 +14,8 @@ from rmqctl.store.layout import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 STORES = sorted(p for p in (ROOT / "fixtures" / "stores").iterdir() if (p / "store").is_dir())
-PREFIXES = "abort|bcq|checkpoint|commitlog|compaction|config|cq|index|lock|recovery|rocksdb_cq|rocksdb_meta|store|timer"
+PREFIXES = ("abort|bcq|checkpoint|commitlog|compaction|config|cq|dledger|index|lock|recovery|rocksdb_cq|rocksdb_meta|"
+            "store|timer")
 CODE_RE = re.compile(rf'"((?:{PREFIXES})\.[a-z_]+)"')
 
 

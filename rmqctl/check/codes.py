@@ -605,6 +605,49 @@ CODES: dict[str, Code] = {
         "a committed consumer offset is beyond its queue's max offset",
         "corrects the offset to the queue's max when the group pulls (messages in between are skipped)",
         "rmqctl config offsets show STORE --group G; nothing offline for RocksDB metadata"),
+    # -- DLedger commitlogs (enableDLegerCommitLog=true) ----------------------------------------------
+    "dledger.entry": Code(
+        "the DLedger entry log ends at an entry that fails DLedger's own checks (position, size, magic, "
+        "index +1, terms never decreasing); the finding says what DLedger's recovery will keep and cut",
+        "truncates the log there at its next start (the bytes after stay on disk until overwritten); "
+        "the messages after are lost",
+        "rmqctl recover --dry-run STORE says the same; take the messages from a replica if the cut loses any"),
+    "dledger.tail": Code(
+        "non-zero bytes after the last valid entry of the log",
+        "ignores them and overwrites them with the next appends",
+        _NOTHING),
+    "dledger.index_unit": Code(
+        "an index unit disagrees with the entry it indexes",
+        "rewrites the index from the first disagreeing unit at its next start",
+        "nothing: the broker repairs it; rmqctl dump the index file to see the units"),
+    "dledger.message": Code(
+        "a message wrapped in a DLedger entry fails its own checks (body CRC, lengths, physical offset)",
+        "serves the damaged message (DLedger 0.3.1.2 writes no entry CRC that would catch it)",
+        "rmqctl query STORE --phys-offset N to see it; take the message from a replica"),
+    "dledger.cq_unit": Code(
+        "a consume-queue unit points at no wrapped message, or disagrees with it",
+        "serves what the unit says: a failed read or a wrong message",
+        "rmqctl rebuild cq STORE (from the wrapped messages, byte-identical to the broker's)"),
+    "dledger.cq_behind": Code(
+        "messages of the entry log are not in their consume queue yet",
+        "dispatches them at its next start",
+        _NOTHING),
+    "dledger.checkpoint": Code(
+        "the DLedger checkpoint (committed index) is past the log, behind it, or stale",
+        "recomputes what it can at start; a committed index past the log means entries were lost",
+        "rmqctl dump STORE/dledger-<id>/checkpoint; compare with the other replicas before starting"),
+    "dledger.currterm": Code(
+        "the current term (currterm) is behind the last entry's term",
+        "starts an election with a term lower than its own log's; the group may refuse it as leader",
+        "rmqctl dump STORE/dledger-<id>/currterm; check the other replicas' terms"),
+    "dledger.file_size": Code(
+        "DLedger data or index files are not all of one size",
+        "exits at start (a file of the wrong size makes DLedger call System.exit)",
+        "find the odd file with rmqctl dump STORE; restore it from a replica"),
+    "dledger.file_gap": Code(
+        "DLedger data files do not follow each other (a file is missing)",
+        "loads them as they are; entries after the gap are not reachable by their index",
+        "restore the missing file from a replica"),
 }
 
 

@@ -12,7 +12,8 @@ from rmqctl.store import dledger as dl
 def recovery_sentence(plan: dl.RecoveryPlan) -> str:
     """What DLedger's own recovery at the next broker start keeps and cuts (one line)."""
     kept = (f"keeps entries {plan.first_index}..{plan.last_index} (term {plan.last_term}), data up to offset "
-            f"{plan.process_offset}" if plan.keep_entries else f"keeps no entry (data up to offset {plan.process_offset})")
+            f"{plan.process_offset}" if plan.keep_entries
+            else f"keeps no entry (data up to offset {plan.process_offset})")
     cut = (f"; drops the {plan.cut_bytes} bytes after it (left on disk, overwritten by the next appends)"
            if plan.cut_bytes else "")
     if plan.data_files_deleted:
@@ -37,7 +38,8 @@ def verify_dledger(store, log: dl.DLedgerLog) -> Report:
             add(ERROR, "dledger.file_size", f.path, None, size, f.size,
                 "DLedger refuses to load data files of different sizes (the broker exits)")
         if prev is not None and f.start != prev.start + prev.size:
-            add(ERROR, "dledger.file_gap", f.path, None, prev.start + prev.size, f.start, "data files are not contiguous")
+            add(ERROR, "dledger.file_gap", f.path, None, prev.start + prev.size, f.start,
+                "data files are not contiguous")
         prev = f
     for f in log.index:
         if f.size != log.index_file_size:
@@ -131,7 +133,7 @@ def verify_dledger(store, log: dl.DLedgerLog) -> Report:
                     "unit and message disagree")
     seen = set()
     for topic, qid in store.queues():
-        for qoff, phys, sz, _tags in store.consume_queue(topic, qid).units():
+        for _qoff, phys, sz, _tags in store.consume_queue(topic, qid).units():
             if sz:
                 seen.add(phys)
     behind = [o for o in by_msg_offset if o not in seen]

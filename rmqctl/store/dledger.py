@@ -324,7 +324,7 @@ def records_for_rebuild(log: DLedgerLog):
         box: list = []
         n = 0
         last = None
-        for e, rec, bad in message_walk(log, box):
+        for _e, rec, bad in message_walk(log, box):
             if bad is not None:
                 continue
             n += 1
