@@ -58,29 +58,13 @@ def _timerlog_file(path: Path, n: int = 3) -> Path:
 
 def _short_rocksdb_unit(dest: Path) -> Path:
     """A copy of rocksdb-v5's consume-queue RocksDB with one value cut short (dump: a rocksdb_malformed entry)."""
-    import rocksdict
-
     from rmqctl.formats import rocksdb_cq as F
+    from rocksdb_helpers import rewrite_rocksdb
 
     shutil.copytree(ROOT / "fixtures" / "rocksdb-stores" / "rocksdb-v5" / "store", dest)
-    dbdir = dest / "consumequeue"
-
-    def opts():     # the SST format the broker's RocksDB reads (the binding's default is newer)
-        o, b = rocksdict.Options(raw_mode=True), rocksdict.BlockBasedOptions()
-        b.set_format_version(5)
-        o.set_block_based_table_factory(b)
-        return o
-
-    names = rocksdict.Rdict.list_cf(str(dbdir))
-    db = rocksdict.Rdict(str(dbdir), options=opts(), column_families={n: opts() for n in names if n != "default"})
-    try:
-        key = F.cq_key("TopicA", 2, 1)
-        db.put(key, db.get(key)[:20])
-        assert len(db.get(key)) == 20
-    finally:
-        db.close()
-        (dbdir / "rocksdict-config.json").unlink(missing_ok=True)
-    return dbdir
+    key = F.cq_key("TopicA", 2, 1)
+    assert len(rewrite_rocksdb(dest / "consumequeue", lambda db: (db.put(key, db.get(key)[:20]), db.get(key))[1])) == 20
+    return dest / "consumequeue"
 
 
 def runs(tmp: Path) -> list:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
+from rocksdb_helpers import rewrite_rocksdb
 from oracle_helpers import oracle
 
 CLEAN, CRASH = "rocksdb-v5", "crash-rocksdb-v5"
@@ -223,26 +224,6 @@ def test_verify_crash_store_names_what_the_broker_redispatches(cli):
     assert view["cq_max_phy_offset_after_load"] == w["max_phy_offset"]      # the broker re-dispatched on load
 
 
-def _rewrite(dbdir: Path, fn):
-    """Change a RocksDB copy with the binding (a fault for a test); returns what fn returns."""
-    import rocksdict
-
-    def opts():
-        # the SST format the broker's RocksDB (8.4.0) reads: the binding's default (6) makes its load() fail
-        o, b = rocksdict.Options(raw_mode=True), rocksdict.BlockBasedOptions()
-        b.set_format_version(5)
-        o.set_block_based_table_factory(b)
-        return o
-
-    names = rocksdict.Rdict.list_cf(str(dbdir))
-    db = rocksdict.Rdict(str(dbdir), options=opts(), column_families={n: opts() for n in names if n != "default"})
-    try:
-        return fn(db)
-    finally:
-        db.close()
-        (dbdir / "rocksdict-config.json").unlink(missing_ok=True)
-
-
 @pytest.mark.parametrize("fault,code", [
     ("delete_unit", "rocksdb_cq.gap"),
     ("wrong_size", "rocksdb_cq.mismatch"),
@@ -274,7 +255,7 @@ def test_verify_finds_injected_faults(cli, tmp_path, fault, code):
             db.put(key, db.get(key)[:20])
         return db.get(key), off.get(F.offset_key("TopicA", 2, F.MAX))
 
-    unit, mx = _rewrite(st / "consumequeue", inject)
+    unit, mx = rewrite_rocksdb(st / "consumequeue", inject)
     assert {"delete_unit": unit is None, "wrong_size": unit is not None and unit[8:12] == (999).to_bytes(4, "big"),
             "delete_max": mx is None, "short_value": unit is not None and len(unit) == 20,
             "extra_unit": unit is not None and len(unit) == 28}[fault]
@@ -313,7 +294,7 @@ def test_oracle_sees_the_gap_verify_reports(cli, tmp_path):
     from rmqctl.formats import rocksdb_cq as F
 
     st = writable_store(tmp_path / "s", CLEAN)
-    assert _rewrite(st / "consumequeue", lambda db: (db.delete(F.cq_key("TopicB", 0, 2)),
+    assert rewrite_rocksdb(st / "consumequeue", lambda db: (db.delete(F.cq_key("TopicB", 0, 2)),
                                                      db.get(F.cq_key("TopicB", 0, 2)))[1]) is None
     rc, out, _ = cli("verify", st, "--json")
     gap = [x for x in json.loads(out)["findings"] if x["check"] == "rocksdb_cq.gap"]
