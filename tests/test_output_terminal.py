@@ -56,10 +56,12 @@ def on_pty(*args, cols: int = 80, stderr_piped: bool = False, **env) -> tuple[in
     os.close(so)
     buf = bytearray()
     deadline = time.monotonic() + 120
+    # poll, not select(): in a full run this process may hold descriptors above FD_SETSIZE
+    poller = select.poll()
+    poller.register(mo, select.POLLIN)
     try:
         while time.monotonic() < deadline:
-            r, _, _ = select.select([mo], [], [], 1.0)
-            if not r:
+            if not poller.poll(1000):
                 if p.poll() is not None:
                     break
                 continue
