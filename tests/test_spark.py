@@ -191,7 +191,7 @@ def test_dispatch_rows_match_broker_queues(spark):
             cq.setdefault((r.store, r.topic, r.queue_id), []).append((r.queue_offset, r.physical_offset, r.size,
                                                                       r.tags_code))
     for fx in FIXTURES:
-        # batch topics: queue.type=BatchCQ in topics.json (a queue may have no folder yet) or a batchconsumequeue/ folder
+        # batch topics: queue.type=BatchCQ in topics.json (a queue may have no folder yet) or a folder
         folders = {p.name for p in (fx / "store" / "batchconsumequeue").glob("*")}
         batch = configured_batch_topics(fx / "store") | folders
         for vq in load_manifest(fx)["broker_view"]["queues"]:
