@@ -346,7 +346,10 @@ def test_batch_path_equals_per_record_path_on_tricky_records(tmp_path, what):
     assert a[0] and a == b
 
 
-FIX = sorted(p.parent for p in (FIXTURES / "stores").glob("*/manifest.json")) if (FIXTURES / "stores").is_dir() else []
+# commitlog stores: a DLedger store's rebuild reads the messages its entries wrap, not commitlog files; it is judged
+# byte for byte against the broker's files in tests/test_dledger.py
+FIX = sorted(p.parent for p in (FIXTURES / "stores").glob("*/manifest.json")
+             if not any((p.parent / "store").glob("dledger-*")))
 
 
 @pytest.mark.parametrize("fixture", FIX, ids=lambda p: p.name)
