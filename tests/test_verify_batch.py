@@ -506,29 +506,8 @@ def reference_check_queue(root: Path, topic: str, qid: int, cq_file_size: int, t
                                 f"{orphan_n} unit(s) point into the commitlog where no record of this queue "
                                 f"has this queue offset"))
     if track is not None and commitlog_scanned:
-        if track.first_missing:
-            phys, q = track.first_missing
-            p, pos = cqc.unit_location(d, cq_file_size, q)
-            behind = q >= res.valid_end
-            findings.append(Finding(
-                ERROR, "cq.behind" if behind else "cq.missing_unit", p, pos,
-                f"unit for commitlog offset {phys} (queue offset {q})",
-                f"queue ends at offset {res.valid_end}" if behind else "no valid unit",
-                f"{track.missing} message(s) in the commitlog are not in this consume queue"
-                + (" (undispatched tail): the broker re-dispatches them only in abnormal recovery"
-                   if behind else "")))
-        if track.first_mismatch:
-            q, exp, act = track.first_mismatch
-            p, pos = cqc.unit_location(d, cq_file_size, q)
-            findings.append(Finding(
-                ERROR, "cq.unit_mismatch", p, pos, f"(phys {exp[0]}, size {exp[1]}, tags {exp[2]})",
-                f"(phys {act[0]}, size {act[1]}, tags {act[2]})",
-                f"{track.mismatches} unit(s) disagree with the commitlog record at their queue offset"))
-        if track.first_gap:
-            phys, want, got = track.first_gap
-            findings.append(Finding(
-                ERROR, "commitlog.queue_offset_gap", str(root / "commitlog"), phys, want, got,
-                f"{track.gaps} jump(s) in QUEUEOFFSET of {topic}:{qid} ('logic queue order maybe wrong')"))
+        # what the commitlog pass found is rendered by the same code (not what this reference judges)
+        cqc._track_findings(root, d, cq_file_size, track, res, topic, qid, findings)
     return res
 
 
