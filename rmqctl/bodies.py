@@ -105,16 +105,24 @@ def _lz4(data: bytes) -> bytes:
             out += got
             rest = rest[n:]
             continue
-        d, pos = lz4.frame.LZ4FrameDecompressor(), 0
-        while not d.eof and pos < len(rest):
-            out += d.decompress(rest[pos:pos + 4096])
-            pos += 4096
-            if len(out) > MAX_BODY:
-                raise _too_big()
-        if not d.eof:
-            raise ValueError("truncated lz4 frame")
+        d = lz4.frame.LZ4FrameDecompressor()
+        pos = _feed_bounded(d, rest, out, "lz4")
         rest = d.unused_data + rest[pos:]
     return bytes(out)
+
+
+def _feed_bounded(d, rest, out: bytearray, what: str) -> int:
+    """Feed one frame of `rest` to the streaming decompressor `d` 4 KiB at a time, appending to `out` (the
+    output bound is checked between feeds); returns how much of `rest` was fed."""
+    pos = 0
+    while not d.eof and pos < len(rest):
+        out += d.decompress(rest[pos:pos + 4096])
+        pos += 4096
+        if len(out) > MAX_BODY:
+            raise _too_big()
+    if not d.eof:
+        raise ValueError(f"truncated {what} frame")
+    return pos
 
 
 def _zstd(data: bytes) -> bytes:
@@ -127,14 +135,7 @@ def _zstd(data: bytes) -> bytes:
     out, rest = bytearray(), memoryview(data)
     while len(rest):
         d = zstandard.ZstdDecompressor().decompressobj()
-        pos = 0
-        while not d.eof and pos < len(rest):
-            out += d.decompress(rest[pos:pos + 4096])
-            pos += 4096
-            if len(out) > MAX_BODY:
-                raise _too_big()
-        if not d.eof:
-            raise ValueError("truncated zstd frame")
+        pos = _feed_bounded(d, rest, out, "zstd")
         rest = memoryview(d.unused_data + bytes(rest[pos:]))
     return bytes(out)
 
