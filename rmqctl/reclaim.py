@@ -6,8 +6,10 @@ The broker's rules (RocketMQ store, DefaultMessageStore.CleanCommitLogService / 
   over diskSpaceCleanForciblyRatio (cleanFileForciblyEnable); the first file that stays ends the run
   (no holes). The broker does not look at consumer offsets at all; rmqctl also keeps every file that
   holds a message some group has not consumed yet, unless that group is named in force_unconsumed.
-* consume queues (deleteExpiredFileByOffset): files in order, never the last; a file goes when the
-  unit in its last slot points below the new commitlog min offset; the first that stays ends it.
+* consume queues and 5.x batch consume queues (deleteExpiredFileByOffset): files in order, never the last;
+  a file goes when the unit in its last slot points below the new commitlog min offset; the first that stays
+  ends it. A batch queue's committed offsets count inner messages, so its unit covering the offset is found
+  through msgBaseOffset/batchSize (BatchQueue.unit_for).
 * index (IndexService.deleteExpiredFile): files in order, never the last; a file goes when its
   endPhyOffset is below the new min offset; the first that stays ends it.
 """
@@ -21,6 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqctl.errors import RmqError
+from rmqctl.store.batchcq import DIR as BCQ_DIR
+from rmqctl.store.batchcq import UNIT_SIZE as BCQ_UNIT
+from rmqctl.store.batchcq import BatchQueue
 from rmqctl.store.commitlog import open_ro
 from rmqctl.store.layout import Store
 
@@ -50,7 +55,7 @@ def reserved_hours_from(path) -> int | None:
 
 @dataclass
 class FileItem:
-    kind: str          # commitlog | consumequeue | index
+    kind: str          # commitlog | consumequeue | batchconsumequeue | index
     path: Path
     size: int
     reason: str
@@ -99,6 +104,14 @@ def _index_end_phy(path: Path) -> int | None:
     if len(data) < _INDEX_HEADER.size:
         return None
     return _INDEX_HEADER.unpack(data)[3]
+
+
+def _last_slot_phys(path: Path, file_size: int) -> int | None:
+    """The commitlog offset in a batch consume queue file's last 46-byte slot, read as the broker reads it
+    (whatever the slot holds: a file never filled reads 0 there)."""
+    with open_ro(path) as fd:
+        data = os.pread(fd, 8, file_size - BCQ_UNIT)
+    return struct.unpack(">q", data)[0] if len(data) == 8 else None
 
 
 def _committed(store: Store) -> dict:
@@ -154,8 +167,21 @@ def plan(store: Store, *, reserved_hours: int = DEFAULT_RESERVED_HOURS, ignore_r
             cqs[(t, q)] = store.consume_queue(t, q)
         return cqs[(t, q)]
 
+    bqueues = set(store.queues(BCQ_DIR))
+    bqs: dict = {}
+
+    def bq(t, q):
+        if (t, q) not in bqs:
+            bqs[(t, q)] = BatchQueue(store, t, q)
+        return bqs[(t, q)]
+
     first_unconsumed: dict = {}
     for (g, t, q), off in committed.items():
+        if (t, q) in bqueues:
+            u = bq(t, q).unit_for(max(off, bq(t, q).min_offset()))
+            if u is not None:
+                first_unconsumed[g] = min(first_unconsumed.get(g, u.phys), u.phys)
+            continue
         if (t, q) not in queues:
             continue
         c = cq(t, q)
@@ -203,15 +229,26 @@ def plan(store: Store, *, reserved_hours: int = DEFAULT_RESERVED_HOURS, ignore_r
     # what each group loses with this plan, and would lose if forced (every expired file reclaimed)
     p.min_if_forced = cl_files[p.expired].start if p.expired else cl_files[0].start
     for (g, t, q), off in sorted(committed.items()):
-        if (t, q) not in queues or g not in first_unconsumed:
+        if g not in first_unconsumed or (t, q) not in queues | bqueues:
             continue
-        c = cq(t, q)
         lost = if_forced = 0
-        for _, phys, _, _ in c.units(max(off, c.min_offset()), c.max_offset()):
-            if phys >= p.min_if_forced:
-                break
-            if_forced += 1
-            lost += phys < new_min
+        if (t, q) in bqueues:
+            start = max(off, bq(t, q).min_offset())
+            for u in bq(t, q).units():
+                if u.end_offset <= start:
+                    continue
+                if u.phys >= p.min_if_forced:
+                    break
+                n = u.end_offset - max(u.base, start)       # the inner messages of the batch not yet consumed
+                if_forced += n
+                lost += n if u.phys < new_min else 0
+        else:
+            c = cq(t, q)
+            for _, phys, _, _ in c.units(max(off, c.min_offset()), c.max_offset()):
+                if phys >= p.min_if_forced:
+                    break
+                if_forced += 1
+                lost += phys < new_min
         if if_forced:
             p.losses.setdefault(g, []).append({"topic": t, "queue_id": q, "committed": off, "lost": lost,
                                                "lost_if_forced": if_forced})
@@ -230,6 +267,15 @@ def plan(store: Store, *, reserved_hours: int = DEFAULT_RESERVED_HOURS, ignore_r
             if last is None or not last[0] < new_min:
                 break
             p.files.append(FileItem("consumequeue", f.path, f.size, f"last unit at {last[0]} < {new_min}"))
+    for t, q in sorted(bqueues):
+        b = bq(t, q)
+        for f in b.files[:-1]:
+            if f.size < b.file_size:
+                break
+            last = _last_slot_phys(f.path, b.file_size)
+            if last is None or not last < new_min:
+                break
+            p.files.append(FileItem(BCQ_DIR, f.path, f.size, f"last unit at {last} < {new_min}"))
     idx = store.index_files()
     for path in idx[:-1]:
         end = _index_end_phy(path)
@@ -247,7 +293,7 @@ def check_target(root: Path, dest: Path, p: Plan) -> list[str]:
     """Refusals before anything changes: DEST inside the store's data dirs, files already there."""
     problems = []
     rroot, rdest = root.resolve(), dest.resolve()
-    for sub in ("commitlog", "consumequeue", "index"):
+    for sub in ("commitlog", "consumequeue", BCQ_DIR, "index"):
         if rdest == rroot / sub or (rroot / sub) in rdest.parents:
             problems.append(f"--move-to is inside the store's {sub}/: the broker would refuse the foreign files")
     if rdest == rroot:

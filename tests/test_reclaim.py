@@ -258,3 +258,78 @@ def test_undelivered_scheduled_messages_are_kept(cli, tmp_path_factory, tmp_path
     (s / "config" / "delayOffset.json").unlink()
     code, p2, _ = _plan(cli, s, "--force-unconsumed", "delayed")
     assert p2["min_offset_after"] == p["min_offset_after"]
+
+
+BCONF = {**CONF, "mapperFileSizeBatchConsumeQueue": 184}      # 4 units per batch consume queue file
+
+
+@pytest.fixture(scope="module")
+def bcq_master(tmp_path_factory):
+    """A BatchCQ topic B (inner batches of 3: one unit, three queue offsets each) beside a plain topic T."""
+    tmp = tmp_path_factory.mktemp("reclaim-bcq")
+    scen = tmp / "s.json"
+    scen.write_text(json.dumps({"name": "reclaim-bcq", "store_config": BCONF, "seed": 4, "put_interval_ms": 1,
+                                "bcq_topics": ["B"], "messages": [
+                                    {"repeat": 40, "topic": "B", "queue_id": "cycle:2", "inner_batch": True,
+                                     "batch_properties": {"WAIT": "true"},
+                                     "batch": [{"body_random": 120}, {"body_random": 120}, {"body": "x"}]},
+                                    {"repeat": 20, "topic": "T", "queue_id": 0, "body_random": 150}]}))
+    store = tmp / "m" / "store"
+    oracle("v5", "write", "--scenario", scen, "--store", store)
+    conf = tmp / "conf.json"
+    conf.write_text(json.dumps(BCONF))
+    view = read_store("v5", store, conf)
+    assert view["load_ok"] and len(list((store / "commitlog").iterdir())) >= 5
+    assert len(list((store / "batchconsumequeue" / "B" / "0").iterdir())) >= 3
+    return {"store": store, "conf": conf, "view": view}
+
+
+def _bcq_offsets_past(view, files: int):
+    """Committed offsets of group gb on B: per queue, the first inner message stored at or after file `files`."""
+    out = {}
+    for q in view["batch_queues"]:
+        units = q["units"]                                       # [phys, size, tags, ts, base, batch, ...]
+        out[q["queue_id"]] = next(u[4] for u in units if u[0] >= files * SIZE)
+    return out
+
+
+def _with_offsets(src, dst, table):
+    s = _copy({"store": src}, dst)
+    (s / "config" / "consumerOffset.json").write_text(json.dumps({"offsetTable": table}))
+    return s
+
+
+def test_batch_queue_consumers_keep_their_messages(cli, bcq_master, tmp_path):
+    """A group's committed offset on a BatchCQ topic counts inner messages: the commitlog files holding what it has
+    not consumed stay; what forcing would lose is counted in messages, not batches."""
+    offs = _bcq_offsets_past(bcq_master["view"], 2)
+    s = _with_offsets(bcq_master["store"], tmp_path / "a", {"B@gb": {str(q): o for q, o in offs.items()}})
+    code, p, _ = _plan(cli, s)
+    assert code == 0 and p["min_offset_after"] == 2 * SIZE and "gb" in p["blocking_groups"]
+    code, p, _ = _plan(cli, s, "--force-unconsumed", "gb")
+    new_min = p["min_offset_after"]
+    assert new_min > 2 * SIZE
+    want = sum(min(u[4] + u[5], 10 ** 9) - max(u[4], offs[q["queue_id"]])
+               for q in bcq_master["view"]["batch_queues"] for u in q["units"]
+               if u[4] + u[5] > offs[q["queue_id"]] and u[0] < new_min)
+    assert want > 0 and sum(r["lost"] for r in p["group_losses"]["gb"]) == want
+
+
+def test_batch_queue_files_expire_like_the_brokers(cli, bcq_master, tmp_path):
+    s = _copy(bcq_master, tmp_path / "ours")
+    theirs = _copy(bcq_master, tmp_path / "theirs")
+    r = oracle("v5", "expire", "--store", theirs, "--conf", bcq_master["conf"], "--hours", "72")
+    assert r["load_ok"]
+    code, p, _ = _plan(cli, s, "--move-to", tmp_path / "spare")
+    assert code == 1
+    gone = {f["path"] for f in p["files"]}
+    assert any(f.startswith("batchconsumequeue/") for f in gone)      # the broker's rule really applied
+    left_by_us = {os.path.relpath(os.path.join(d, n), s)
+                  for sub in ("commitlog", "consumequeue", "batchconsumequeue", "index")
+                  for d, _, ns in os.walk(s / sub) for n in ns}
+    assert left_by_us == set(r["files"]) and r["min_offset"] == p["min_offset_after"]
+    view = read_store("v5", s, bcq_master["conf"])
+    assert view["load_ok"] and view["batch_queues"]
+    code, _, err = cli("undo", s)
+    assert code == 0, err
+    assert _hashes(s) == _hashes(_copy(bcq_master, tmp_path / "again"))

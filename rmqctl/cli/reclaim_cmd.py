@@ -24,7 +24,7 @@ def _text(p, extra: dict) -> list:
     from rmqctl import reclaim as RC
 
     out = [f"{p.root}: commitlog [{p.min_before}, {p.max_offset}), fileReservedTime {p.reserved_hours} h"]
-    for kind in ("commitlog", "consumequeue", "index"):
+    for kind in ("commitlog", "consumequeue", "batchconsumequeue", "index"):
         fs = p.by_kind(kind)
         if fs:
             out.append(f"{kind}: {len(fs)} file(s), {sum(f.size for f in fs)} bytes")

@@ -26,6 +26,7 @@ final class Expire {
         MessageStoreConfig cfg = StoreConf.build(sc, storeDir, false);
         cfg.setFileReservedTime(hours);
         DefaultMessageStore store = c.newStore(cfg, Collections.emptyList());
+        Hooks.call("oracle.BatchCq", "prepareRead", store, storeDir); // BatchCQ topics expire with their queues
         Map<String, Object> out = new LinkedHashMap<>();
         if (!store.load()) {
             out.put("load_ok", false);
@@ -53,7 +54,7 @@ final class Expire {
 
     private static List<String> list(File root) {
         TreeSet<String> out = new TreeSet<>();
-        for (String sub : new String[] {"commitlog", "consumequeue", "index"}) {
+        for (String sub : new String[] {"commitlog", "consumequeue", "batchconsumequeue", "index"}) {
             walk(root, new File(root, sub), out);
         }
         return new ArrayList<>(out);
