@@ -146,7 +146,9 @@ def _count(cl: CommitLog, start: int, end: int) -> int:
 
 
 def _queue_maxes(store: Store) -> dict:
-    return {(t, q): store.consume_queue(t, q).max_offset() for t, q in store.queues()}
+    """Max offset of every consume queue and 5.x batch consume queue (counted in inner messages there)."""
+    return {(t, q): store.consume_queue(t, q).max_offset()
+            for kind in ("consumequeue", "batchconsumequeue") for t, q in store.queues(kind)}
 
 
 def _offsets(store: Store) -> dict:

@@ -180,3 +180,23 @@ def test_no_pyspark_import(cmd):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ))
     assert r.returncode == 0, r.stderr
+
+
+def test_batch_queues_compared_in_inner_messages(cli, tmp_path):
+    """5.x BatchCQ queues are compared like the others, their max offsets in inner messages as the broker
+    counts them (the fixture's recorded broker view)."""
+    from conftest import FIXTURES
+
+    src = FIXTURES / "stores" / "bcq-v5"
+    want = {(q["topic"], q["queue_id"]): q["max_offset"]
+            for q in json.loads((src / "manifest.json").read_text())["broker_view"]["batch_queues"]}
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(src / "store", a)
+    shutil.copytree(src / "store", b)
+    last = sorted((b / "batchconsumequeue" / "BcqTopic" / "0").iterdir())[-1]
+    last.unlink()                                         # B's queue 0 lost its last batch-queue file
+    code, d = _json(cli, a, b)
+    rows = {(r["topic"], r["queue_id"]): r for r in d["queues"]}
+    assert {k: rows[k]["a_max"] for k in want} == want
+    assert rows[("BcqTopic", 0)]["b_max"] < want[("BcqTopic", 0)] and rows[("BcqTopic", 1)]["b_max"] == want[
+        ("BcqTopic", 1)]
