@@ -52,11 +52,8 @@ def unwrap(r) -> list | None:
     return out
 
 
-def _message(q, bq, topic, qid, n):
-    u = bq.unit_for(n)
-    if u is None:
-        q.note(f"{topic}/{qid} offset {n}: no batch consume queue unit holds it")
-        return None
+def _record(q, topic, qid, u, n):
+    """The commitlog record a unit points at, checked (None when it cannot be read)."""
     q.stats.cq_unit_reads += 1
     r, bad = q.read_at(u.phys, u.size)
     if r is None:
@@ -66,7 +63,17 @@ def _message(q, bq, topic, qid, n):
     if r.total_size != u.size or r.topic != topic or r.queue_id != qid:
         q.problem(f"batch consume queue {topic}/{qid} offset {n} points at commitlog offset {u.phys} size {u.size}, "
                   f"but the message there is {r.topic}/{r.queue_id} size {r.total_size}")
-    r = q._checked(r, bad, u.phys)
+    return q._checked(r, bad, u.phys)
+
+
+def _message(q, bq, topic, qid, n):
+    u = bq.unit_for(n)
+    if u is None:
+        q.note(f"{topic}/{qid} offset {n}: no batch consume queue unit holds it")
+        return None
+    r = _record(q, topic, qid, u, n)
+    if r is None:
+        return None
     if not r.sys_flag & NEED_UNWRAP_FLAG:
         return r if r.queue_offset == n else None
     inner = unwrap(r)
@@ -106,3 +113,23 @@ def by_time(q, topic: str, qid: int, timestamp: int, count: int = 1):
         m = _message(q, bq, topic, qid, n)
         if m is not None:
             yield m
+
+
+def by_time_range(q, topic: str, qid: int, begin: int, end: int):
+    """The messages of one batch consume queue stored in [begin, end], inner messages one by one, in queue
+    order: every unit whose store time is in the window (a batch is stored at one time)."""
+    bq = B.BatchQueue(q.store, topic, qid)
+    for u in bq.units():
+        if not begin <= u.store_ts <= end:
+            continue
+        r = _record(q, topic, qid, u, u.base)
+        if r is None or not begin <= r.store_timestamp <= end:
+            continue
+        if not r.sys_flag & NEED_UNWRAP_FLAG:
+            yield r
+            continue
+        inner = unwrap(r)
+        if inner is None:
+            q.problem(f"commitlog offset {u.phys}: the inner-batch body of {topic}/{qid} does not parse")
+            continue
+        yield from inner

@@ -321,7 +321,8 @@ class QueryEngine:
         from rmqctl.store.timesearch import CommitLogTimes
 
         qids = [q for t, q in self.store.queues() if t == topic and queue_id in (None, q)]
-        if not qids:
+        bqids = [q for t, q in self.store.queues("batchconsumequeue") if t == topic and queue_id in (None, q)]
+        if not qids and not bqids:
             which = topic if queue_id is None else f"{topic}/{queue_id}"
             self.note(f"no consume queue for {which}: scanning the commitlog")
             yield from self._scan(lambda r: begin <= r.store_timestamp <= end and self.in_queue(r, topic, queue_id),
@@ -346,7 +347,10 @@ class QueryEngine:
 
         try:
             n = 0
-            for r in heapq.merge(*(one(q) for q in qids), key=lambda r: r.offset):
+            from rmqctl import bcqquery
+
+            batch = [bcqquery.by_time_range(self, topic, q, begin, end) for q in bqids]
+            for r in heapq.merge(*(one(q) for q in qids), *batch, key=lambda r: r.offset):
                 yield r
                 n += 1
                 if limit is not None and n >= limit:
