@@ -253,6 +253,15 @@ class QueryEngine:
 
             yield from bcqquery.by_queue_offset(self, topic, queue_id, offset, count)
             return
+        from rmqctl import compactionquery
+
+        served = compactionquery.served_queue(self.store, topic, queue_id)
+        if served is not None:
+            if served[2].loads:
+                yield from compactionquery.by_queue_offset(self, served, topic, queue_id, offset, count)
+                return
+            self.note(f"{topic}/{queue_id} is a compaction topic the broker does not serve from its compaction "
+                      f"store ({served[2].why}): answered from the consume queue")
         v = self._queue(topic, queue_id)
         try:
             if not v.files:
