@@ -8,24 +8,18 @@ from __future__ import annotations
 
 import os
 import zlib
-from functools import lru_cache
 
 from rmqctl.scan import FileWalk
 from rmqctl.store import compaction as C
 from rmqctl.store.files import open_read
 
 
-@lru_cache(maxsize=8)
-def _topics(root) -> frozenset:
-    from rmqctl.config.topics import compaction_topics
-
-    return frozenset(compaction_topics(root) or ())
-
-
 def served_queue(store, topic: str, qid: int):
     """(queue, sizes, verdict) of the compaction queue the broker serves (topic, qid) from, or None when the
     topic is not a compaction topic or has no compaction queue."""
-    if topic not in _topics(store.root):
+    from rmqctl.config.topics import compaction_topics
+
+    if topic not in (compaction_topics(store.root) or ()):
         return None
     q = next((x for x in C.queues(store.root) if (x.topic, x.queue_id) == (topic, qid)), None)
     if q is None:
