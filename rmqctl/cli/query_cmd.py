@@ -54,6 +54,10 @@ def query(ctx, store_dir, phys_offset, msg_id, topic, queue, offset, key, uniq_k
     relative to now (-2h, -30m, -7d); a time without a zone is local time (TZ; --utc for UTC). The
     resolved instant is echoed on stderr in UTC and epoch milliseconds.
 
+    Queue offsets answer what a consumer pulling the queue gets: on a 5.x BatchCQ topic the inner messages
+    of each batch one by one (its batch consume queue); on a compaction topic the compaction log's first
+    kept offset at or after the one asked (compacted offsets are skipped; stderr says so).
+
     Output is what `rmqctl dump` prints for a message (compressed bodies decompressed unless --raw-body);
     --json gives JSON Lines ("schema": "rmqctl.query/1", the fields of dump's messages; FIELDS in man
     rmqctl-query).
