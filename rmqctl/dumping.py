@@ -99,23 +99,27 @@ def commitlog_file(path: Path, *, file_start: int | None = None, skip: int = 0, 
                 return
             shown += 1
             yield "message", r
-        stop = w.stop
-        valid_end = stop.pos
-        t = {"kind": "trailer", "file": str(path), "records_end": stop.offset, "stop": stop.kind}
-        if stop.kind == "blank":
-            t.update(valid_bytes=stop.pos, blank_size=stop.size, trailing="blank",
-                     trailing_bytes=size - stop.pos)
-            if stop.size != size - stop.pos:
-                t["note"] = f"BLANK record says {stop.size} bytes but {size - stop.pos} remain in the file"
-        else:
-            t.update(_tail(fd, valid_end, size))
-            if stop.kind not in NORMAL_STOPS:
-                t["problem"] = {"offset": stop.offset, "check": stop.kind, "detail": stop.detail,
-                                "field": _field_of(stop.kind)}
-            elif t["trailing"] == "invalid":
-                t["problem"] = {"offset": file_start + t["invalid_from"], "check": "garbage_after_end",
-                                "detail": "non-zero bytes after the end of the records", "field": "TOTALSIZE"}
-        yield "trailer", t
+        yield "trailer", commitlog_trailer(fd, path, file_start, size, w.stop)
+
+
+def commitlog_trailer(fd, path: Path, file_start: int, size: int, stop) -> dict:
+    """The trailer of a commitlog file whose walk ended at `stop` (a scan.Stop)."""
+    valid_end = stop.pos
+    t = {"kind": "trailer", "file": str(path), "records_end": stop.offset, "stop": stop.kind}
+    if stop.kind == "blank":
+        t.update(valid_bytes=stop.pos, blank_size=stop.size, trailing="blank",
+                 trailing_bytes=size - stop.pos)
+        if stop.size != size - stop.pos:
+            t["note"] = f"BLANK record says {stop.size} bytes but {size - stop.pos} remain in the file"
+    else:
+        t.update(_tail(fd, valid_end, size))
+        if stop.kind not in NORMAL_STOPS:
+            t["problem"] = {"offset": stop.offset, "check": stop.kind, "detail": stop.detail,
+                            "field": _field_of(stop.kind)}
+        elif t["trailing"] == "invalid":
+            t["problem"] = {"offset": file_start + t["invalid_from"], "check": "garbage_after_end",
+                            "detail": "non-zero bytes after the end of the records", "field": "TOTALSIZE"}
+    return t
 
 
 def _field_of(kind: str) -> str:
