@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import binascii
 import json
-import os
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from rmqctl.errors import FormatError
 from rmqctl.formats.commitlog import MESSAGE_MAGIC_CODE_V2, TRANSACTION_TYPE_NAMES
 from rmqctl.formats.properties import parse_properties
 from rmqctl.scan import FileWalk
@@ -39,6 +37,7 @@ _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 # msg_id = STOREHOST(4) + STOREPORT(4) + PHYSICALOFFSET(8) of an IPv4 record (MessageDecoder.createMessageId)
 _MSGID_AT = np.array(list(range(64, 72)) + list(range(28, 36)), np.int64)
 _BORN_AT, _STORE_AT = 48, 64
+DUMP_WINDOW = 1 << 20    # measured: 1 MiB windows keep the pieces of a window in cache (8 MiB: 35 % slower)
 
 
 def _b64_encoder():
@@ -56,59 +55,102 @@ _b64 = _b64_encoder()
 
 
 class _Row:
-    """The fixed part of every line as columns of one uint8 matrix (0 = no byte)."""
+    """The fixed part of every line as columns of one uint8 matrix (0 = no byte), with each row's length:
+    the literal text is one template row copied to every row, then each variable block is written."""
 
     def __init__(self, n: int):
-        self.n, self.cols, self.width = n, [], 0
+        self.n, self.text, self.blocks, self.width, self.fixed = n, [], [], 0, 0
+        self.lens = np.zeros(n, np.int64)
 
-    def lit(self, text: str):
-        a = np.frombuffer(text.encode(), np.uint8)
-        self.cols.append(a)
-        self.width += len(a)
+    def lit(self, text):
+        self.text.append(text.encode() if isinstance(text, str) else bytes(text))
+        self.width += len(self.text[-1])
+        self.fixed += len(self.text[-1])
 
-    def block(self, blk: np.ndarray):
-        self.cols.append(blk)
+    def block(self, blk: np.ndarray, lens):
+        self.blocks.append((self.width, blk))
+        self.text.append(bytes(blk.shape[1]))
         self.width += blk.shape[1]
+        self.lens += lens
 
     def num(self, v: np.ndarray):
-        self.block(_digits(v))
+        if (v == v[0]).all():               # the same in every row (flags, hosts, lengths): template text
+            self.lit(str(int(v[0])))
+        else:
+            self.block(*_digits(v))
+
+    def same(self, blk: np.ndarray, lens) -> None:
+        """A block, or template text when every row holds the same bytes (never NUL)."""
+        if (blk == blk[0]).all() and 0 not in blk[0]:
+            self.lit(blk[0].tobytes())
+        else:
+            self.block(blk, lens)
 
     def build(self) -> tuple[bytes, np.ndarray]:
         m = np.empty((self.n, self.width), np.uint8)
-        c = 0
-        for blk in self.cols:
-            w = blk.shape[-1]
-            m[:, c:c + w] = blk
-            c += w
-        keep = m != 0
-        return m[keep].tobytes(), np.count_nonzero(keep, axis=1)
+        m[:] = np.frombuffer(b"".join(self.text), np.uint8)
+        for c, blk in self.blocks:
+            m[:, c:c + blk.shape[1]] = blk
+        lens = self.lens + self.fixed
+        data = m.tobytes()
+        if int(lens.sum()) != len(data):
+            data = data.translate(None, b"\0")
+        return data, lens
 
 
-def _digits(v: np.ndarray) -> np.ndarray:
-    """Decimal text of an int64 array as an (n, w) uint8 block, right-aligned, 0 before the text."""
+_LUT4 = np.frombuffer("".join(f"{i:04d}" for i in range(10000)).encode(), np.uint32)
+_TEN4 = np.uint64(10000)
+
+
+def _digits(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Decimal text of an int64 array as an (n, w) uint8 block, right-aligned, 0 before the text; and
+    each row's text length. Four digits per division, from a table."""
     v = np.asarray(v, np.int64)
+    n = len(v)
     neg = v < 0
-    a = v.astype(np.uint64)
     anyneg = bool(neg.any())
+    a = v.astype(np.uint64)
     if anyneg:
-        a = np.where(neg, ~a + np.uint64(1), a)
+        a = np.where(neg, ~a + np.uint64(1), a)      # the magnitude, also of -2**63
     nd = np.maximum(np.searchsorted(_P10, a, side="right"), 1)
-    k = int(nd.max())
-    w = int((nd + neg).max())
-    d = (a[:, None] // _P10[:k][::-1][None, :]) % np.uint64(10)
-    blk = np.zeros((len(v), w), np.uint8)
-    blk[:, w - k:] = d.astype(np.uint8) + 48
-    blk[np.arange(w)[None, :] < (w - nd)[:, None]] = 0
+    chunks = (int(nd.max()) + 3) // 4
+    q = np.empty((n, chunks), np.uint32)
+    for c in range(chunks - 1, -1, -1):
+        a, r = np.divmod(a, _TEN4)
+        q[:, c] = _LUT4[r]
+    blk = q.view(np.uint8)
+    w = 4 * chunks
+    if anyneg:
+        blk = np.concatenate((np.zeros((n, 1), np.uint8), blk), axis=1)
+        w += 1
+    if int(nd.min()) < w:
+        blk[np.arange(w)[None, :] < (w - nd)[:, None]] = 0
     if anyneg:
         i = np.flatnonzero(neg)
         blk[i, w - nd[i] - 1] = 45
-    return blk
+    return blk, nd + neg
+
+
+def _lut3(sep: str) -> tuple[np.ndarray, np.ndarray]:
+    t = np.zeros((256, 4), np.uint8)
+    for i in range(256):
+        x = f"{i}{sep}".encode()
+        t[i, 4 - len(x):] = np.frombuffer(x, np.uint8)
+    return t, np.array([len(str(i)) + 1 for i in range(256)], np.int64)
+
+
+_DOT, _COLON = _lut3("."), _lut3(":")
+_HEX2 = np.frombuffer("".join(f"{i:02X}" for i in range(256)).encode(), np.uint16)
 
 
 def _host(b: np.ndarray, p: np.ndarray, at: int, row: _Row):
-    for j in range(4):
-        row.num(b[p + at + j].astype(np.int64))
-        row.lit("." if j < 3 else ":")
+    """ip.ip.ip.ip:port of an IPv4 host at record offset `at`."""
+    ip = b[p[:, None] + np.arange(at, at + 4)[None, :]]
+    if (ip == ip[0]).all():
+        row.lit(".".join(map(str, ip[0].tolist())) + ":")
+    else:
+        row.block(_DOT[0][ip[:, :3]].reshape(len(p), 12), _DOT[1][ip[:, :3]].sum(axis=1))
+        row.block(_COLON[0][ip[:, 3]], _COLON[1][ip[:, 3]])
     port = (b[p + at + 4].astype(np.int64) << 24) | (b[p + at + 5].astype(np.int64) << 16) \
         | (b[p + at + 6].astype(np.int64) << 8) | b[p + at + 7].astype(np.int64)
     row.num(np.where(port >= 1 << 31, port - (1 << 32), port))
@@ -121,9 +163,16 @@ def _text_block(b: np.ndarray, rel: np.ndarray, length: np.ndarray) -> tuple[np.
     j = np.arange(w)
     inside = j[None, :] < length[:, None]
     g = b[np.minimum(rel[:, None] + j[None, :], len(b) - 1)]
-    g = np.where(inside, g, 0)
-    bad = inside & ((g < 0x20) | (g > 0x7E) | (g == 0x22) | (g == 0x5C))
+    g = np.where(inside, g, 0).astype(np.uint8)
+    bad = inside & (_CLS[g] != 0)
     return g, ~bad.any(axis=1)
+
+
+_CLS = np.zeros(256, np.uint8)          # 0: written as itself in a JSON string, 1: needs an escape or is
+_CLS[:0x20] = 1                         # not ASCII (rendered per record), 2: NUL or a properties separator
+_CLS[0x7F:] = 1
+_CLS[[0x22, 0x5C]] = 1
+_CLS[[0, 1, 2]] = 2
 
 
 def _props_fast(joined: bytes, n: int) -> np.ndarray:
@@ -134,64 +183,52 @@ def _props_fast(joined: bytes, n: int) -> np.ndarray:
     ok = np.ones(n, bool)
     if not len(x):
         return ok
-    bad = ((x < 0x20) & (x > 2)) | (x > 0x7E) | (x == 0x22) | (x == 0x5C)
+    c = _CLS[x]
+    bad = c == 1
     if bad.any():
         ok[np.cumsum(x == 0)[bad]] = False
-    sep = np.flatnonzero(x <= 2)
+    sep = np.flatnonzero(c == 2)
     s = np.concatenate(([0], x[sep], [0]))                  # a record start before, a record end after
     at = np.concatenate(([-1], sep, [len(x)]))
     prev, cur, gap = s[:-1], s[1:], np.diff(at)
     valid = ((prev == 0) & (cur == 0) & (gap == 1)) | ((gap > 1) & (
         (((prev == 0) | (prev == 2)) & (cur == 1)) | ((prev == 1) & ((cur == 2) | (cur == 0)))))
-    z = np.cumsum(s == 0)[1:]
-    rid = z - 1 - (cur == 0)                                 # the record each separator belongs to
+    rid = np.cumsum(s == 0)[1:] - 1 - (cur == 0)             # the record each separator belongs to
     if not valid.all():
         ok[rid[~valid]] = False
-    # a name twice in one record: equal (length, polynomial hash) sends the record to the slow path
+    # a name twice in one record: equal (length, first 8 bytes, last 8 bytes) sends it to the slow path
     k = np.flatnonzero(cur == 1)
-    if len(k):
+    if len(k) > 1:
         start, end = at[k] + 1, at[k + 1]
-        pw, ipw = _powers(len(x) + 1)
-        h0 = np.zeros(len(x) + 1, np.uint64)
-        np.cumsum(x.astype(np.uint64) * pw[:len(x)], dtype=np.uint64, out=h0[1:])
-        kh = (h0[end] - h0[start]) * ipw[start]
-        r, ln = rid[k], end - start
-        o = np.lexsort((kh, ln, r))
-        r, ln, kh = r[o], ln[o], kh[o]
-        same = (r[1:] == r[:-1]) & (ln[1:] == ln[:-1]) & (kh[1:] == kh[:-1])
+        ln = end - start
+        j = np.arange(8)
+        xz = np.concatenate((x, np.zeros(8, np.uint8)))
+        head = np.where(j[None, :] < ln[:, None], xz[start[:, None] + j[None, :]], 0).astype(np.uint8)
+        tail = np.where(j[None, :] >= 8 - ln[:, None], xz[np.maximum(end[:, None] - 8 + j[None, :], 0)], 0)
+        h1 = head.view(np.uint64).ravel()
+        h2 = tail.astype(np.uint8).view(np.uint64).ravel()
+        r = rid[k]
+        o = np.lexsort((h2, h1, ln, r))
+        r, ln, h1, h2 = r[o], ln[o], h1[o], h2[o]
+        same = (r[1:] == r[:-1]) & (ln[1:] == ln[:-1]) & (h1[1:] == h1[:-1]) & (h2[1:] == h2[:-1])
         if same.any():
             ok[r[1:][same]] = False
     return ok
 
 
-_PW: list = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
-_R = 0x9E3779B97F4A7C15
-
-
-def _powers(n: int):
-    """R**i and R**-i modulo 2**64 for i < n (R odd, so invertible)."""
-    if len(_PW[0]) < n:
-        m = max(n, 2 * len(_PW[0]))
-        for j, r in enumerate((_R, pow(_R, -1, 1 << 64))):
-            a = np.full(m, r, np.uint64)
-            a[0] = 1
-            _PW[j] = np.cumprod(a, dtype=np.uint64)
-    return _PW[0], _PW[1]
-
-
 class Renderer:
-    """Renders windows (scanvec.Batch) of one commitlog file as JSON Lines text."""
+    """Renders windows (scanvec.Batch) of one commitlog file as JSON Lines (UTF-8 bytes)."""
 
     def __init__(self, fd: int, path: str, file_size: int, end: int, *, body: str, raw_body: bool,
                  check_crc: bool, schema: str = "rmqctl.dump/1"):
         self.fd, self.path, self.file_size, self.end = fd, path, file_size, end
         self.body, self.raw_body, self.check_crc, self.schema = body, raw_body, check_crc, schema
-        self.topic_json: dict = {}
         tail = "" if body == "none" else f',"body_encoding":"{body}","body":' + ('"' if body != "text" else "")
-        self.c_parts = [tail.encode(), (',"property_crc_ok":true' + tail).encode(),
-                        (',"property_crc_ok":false' + tail).encode()]
-        self.d_part = b'"}\n' if body in ("base64", "hex") else b"}\n"
-        self.slow_records = 0
+        # what follows the properties object, by __CRC32# state (-1 absent, 1 good, 0 bad)
+        self.c_parts = {-1: tail.encode(), 1: (',"property_crc_ok":true' + tail).encode(),
+                        0: (',"property_crc_ok":false' + tail).encode()}
+        self.d_part = b'"}\n' if body in ("base64", "hex") else b"}\n"    # closes a line
+        self.slow_records = self.slow_props = 0
 
     def _record(self, file_start: int, pos: int, size: int):
         """The Record commitlog_file's FileWalk yields at pos (the batch kernel has accepted it)."""
@@ -199,8 +236,8 @@ class Renderer:
                      path=self.path, window=size)
         return next(iter(w))
 
-    def render(self, bt, idx: np.ndarray | None = None) -> str:
-        """The lines of the batch's records (all, or those at positions idx), as one str."""
+    def render(self, bt, idx: np.ndarray | None = None) -> bytes:
+        """The lines of the batch's records (all, or those at positions idx)."""
         from rmqctl.render import message_json
 
         b = np.frombuffer(bt.raw, np.uint8)
@@ -208,22 +245,23 @@ class Renderer:
         P = bt.rel[sl]
         n = len(P)
         if not n:
-            return ""
+            return b""
         sysf = bt.sys_flag[sl]
         off = bt.file_start + bt.win_pos + P
-        tlen, trel = bt.topic_length[sl], bt.topic_rel[sl]
-        tg, tsimple = _text_block(b, trel, tlen)
+        tg, tsimple = _text_block(b, bt.topic_rel[sl], bt.topic_length[sl])
         pcrc = bt.prop_crc[sl]
         slow = ((sysf & 0x31) != 0) | ~tsimple | (bt.physical_offset[sl] != off) | (pcrc == 0)
+        d = self.d_part
+        # each head starts with the previous line's end: `d` + fields up to "properties":
         row = _Row(n)
-        row.lit(f'{{"schema":"{self.schema}","kind":"message","physical_offset":')
+        row.lit(d.decode() + f'{{"schema":"{self.schema}","kind":"message","physical_offset":')
         row.num(off)
         row.lit(',"size":')
         row.num(bt.total_size[sl])
         row.lit(',"magic":"V')
-        row.block(np.where(bt.magic_code[sl] == MESSAGE_MAGIC_CODE_V2, 50, 49).astype(np.uint8)[:, None])
+        row.same(np.where(bt.magic_code[sl] == MESSAGE_MAGIC_CODE_V2, 50, 49).astype(np.uint8)[:, None], 1)
         row.lit('","topic":"')
-        row.block(tg.astype(np.uint8))
+        row.same(tg, bt.topic_length[sl])
         row.lit('","queue_id":')
         row.num(bt.queue_id[sl])
         row.lit(',"queue_offset":')
@@ -231,12 +269,11 @@ class Renderer:
         row.lit(',"sys_flag":')
         row.num(sysf)
         row.lit(',"transaction_type":"')
-        names = [TRANSACTION_TYPE_NAMES[k].encode() for k in (0, 4, 8, 12)]
-        tw = max(map(len, names))
-        lut = np.zeros((4, tw), np.uint8)
-        for i, nm in enumerate(names):
-            lut[i, :len(nm)] = np.frombuffer(nm, np.uint8)
-        row.block(lut[(sysf & 0xC) >> 2])
+        tx = (sysf & 0xC) >> 2
+        if (tx == tx[0]).all():
+            row.lit(_TX[0][tx[0]][:_TX[1][tx[0]]])
+        else:
+            row.block(_TX[0][tx], _TX[1][tx])
         row.lit('","flag":')
         row.num(bt.flag[sl])
         row.lit(',"body_crc":')
@@ -256,19 +293,24 @@ class Renderer:
         row.num(bt.prepared_transaction_offset[sl])
         row.lit(',"msg_id":"')
         h = b[Pc[:, None] + _MSGID_AT[None, :]]
-        hx = np.empty((n, 32), np.uint8)
-        hx[:, 0::2] = _HEX[h >> 4]
-        hx[:, 1::2] = _HEX[h & 15]
-        row.block(hx)
+        if (h[:, :8] == h[0, :8]).all():        # the store host and port: usually one per window
+            row.lit(h[0, :8].tobytes().hex().upper())
+            h = h[:, 8:]
+        row.same(_HEX2[h].view(np.uint8), 2 * h.shape[1])
         row.lit('","body_length":')
         row.num(bt.body_length[sl])
         row.lit(',"properties":')
         flat, lens = row.build()
         ends = np.cumsum(lens)
+        starts = ends - lens
+        starts[0] += len(d)                        # the first line has no line before it
+        after_slow = np.flatnonzero(slow[:-1]) + 1
+        starts[after_slow] += len(d)               # a record rendered per record ends its own line
         mv = memoryview(flat)
-        heads = list(map(mv.__getitem__, map(slice, (ends - lens).tolist(), ends.tolist())))
+        heads = list(map(mv.__getitem__, map(slice, starts.tolist(), ends.tolist())))
 
-        # properties: one joined buffer, checked and converted in bulk
+        # properties: one joined buffer, checked and converted in bulk; what follows them joins in
+        # when every record has the same __CRC32# state
         raw = memoryview(bt.raw)
         prel, plen = bt.props_rel[sl], bt.props_length[sl]
         pend = prel + plen
@@ -286,90 +328,90 @@ class Renderer:
         fast = _props_fast(joined, n)
         if nul is not None:
             fast &= ~nul
-        conv = b'{"' + joined.replace(b"\x01", b'":"').replace(b"\x02", b'","').replace(b"\0", b'"}\0{"') + b'"}'
-        props = conv.split(b"\0")
+        uniform = bool((pcrc == pcrc[0]).all())
+        cp = self.c_parts[int(pcrc[0])] if uniform else b""
+        props = (b'{"' + joined.replace(b"\x01", b'":"').replace(b"\x02", b'","')
+                 .replace(b"\0", b'"}' + cp + b'\0{"') + b'"}' + cp).split(b"\0")
         for i in np.flatnonzero(pend_t == prel).tolist():
-            props[i] = b"{}"
+            props[i] = b"{}" + cp
         for i in np.flatnonzero(~fast & ~slow).tolist():
-            a, e = int(prel[i]), int(pend[i])
-            props[i] = _dumps(parse_properties(bytes(raw[a:e]))).encode()
+            self.slow_props += 1
+            props[i] = _dumps(parse_properties(bytes(raw[int(prel[i]):int(pend[i])]))).encode() + cp
 
-        cp = self.c_parts
-        cparts = [cp[0], cp[1], cp[2]]
-        pc = np.where(pcrc < 0, 0, np.where(pcrc > 0, 1, 2))
-        carr = [cparts[i] for i in pc.tolist()]
-        k = 4 if self.body != "none" else 3
-        parts: list = [None] * (n * (k + 1))
-        parts[0::k + 1] = heads
-        parts[1::k + 1] = props
-        parts[2::k + 1] = carr
+        k = 2 + (not uniform) + (self.body != "none")       # pieces per record
+        parts: list = [None] * (n * k)
+        parts[0::k] = heads
+        parts[1::k] = props
+        if not uniform:
+            c = self.c_parts
+            parts[2::k] = [c[v] for v in pcrc.tolist()]
         if self.body != "none":
             br = bt.body_rel[sl]
             bodies = map(raw.__getitem__, map(slice, br.tolist(), (br + bt.body_length[sl]).tolist()))
             if self.body == "base64":
-                parts[3::k + 1] = list(map(_b64, bodies))
+                parts[k - 1::k] = list(map(_b64, bodies))
             elif self.body == "hex":
-                parts[3::k + 1] = [bytes(x).hex().encode() for x in bodies]
+                parts[k - 1::k] = [x.hex().encode() for x in bodies]
             else:
-                parts[3::k + 1] = [_dumps(bytes(x).decode("utf-8", errors="backslashreplace")).encode()
+                parts[k - 1::k] = [_dumps(bytes(x).decode("utf-8", errors="backslashreplace")).encode()
                                    for x in bodies]
-        parts[k::k + 1] = [self.d_part] * n
+        if not slow[-1]:
+            parts.append(d)
         for i in np.flatnonzero(slow).tolist():
             pos = bt.win_pos + int(P[i])
             r = self._record(bt.file_start, pos, int(bt.total_size[sl][i]))
-            parts[i * (k + 1):(i + 1) * (k + 1)] = [(message_json(r, self.body, self.raw_body, schema=self.schema)
-                                                     + "\n").encode()] + [b""] * k
+            line = (message_json(r, self.body, self.raw_body, schema=self.schema) + "\n").encode()
+            parts[i * k:(i + 1) * k] = [d + line if i and not slow[i - 1] else line] + [b""] * (k - 1)
             self.slow_records += 1
-        return b"".join(parts).decode("utf-8")
+        return b"".join(parts)
 
 
-def commitlog_json(path, *, body: str = "base64", raw_body: bool = False, skip: int = 0, count: int | None = None,
-                   topic: str | None = None, queue: int | None = None, check_crc: bool = True,
-                   from_offset: int | None = None, file_start: int | None = None, window: int | None = None):
-    """dumping.commitlog_file for --json: yields ("lines", str) for runs of records, then ("trailer", dict),
-    the same lines and trailer as rendering commitlog_file's records with message_json."""
-    from rmqctl import dumping
-    from rmqctl.scanvec import WINDOW, walk_file
-    from rmqctl.store.commitlog import open_ro
+_TX = (np.zeros((4, 8), np.uint8), np.zeros(4, np.int64))
+for _k, _name in TRANSACTION_TYPE_NAMES.items():
+    _TX[0][_k >> 2, :len(_name)] = np.frombuffer(_name.encode(), np.uint8)
+    _TX[1][_k >> 2] = len(_name)
 
-    path = Path(path)
-    file_start = dumping.start_offset_of(path) if file_start is None else file_start
-    with open_ro(path) as fd:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            raise FormatError("empty file (0 bytes): a commitlog file is pre-allocated to its full size",
-                              path=path, offset=0)
-        start = 0 if from_offset is None else max(0, from_offset - file_start)
-        win = window or WINDOW
-        rd = Renderer(fd, str(path), size, size, body=body, raw_body=raw_body, check_crc=check_crc)
-        gen = walk_file(fd, file_start, size, start, window=win, check_crc=check_crc, check_phys=True,
-                        path=str(path), buf=bytearray(win))
-        seen = shown = 0
-        filtered = topic is not None or queue is not None or skip or count is not None
-        while True:
-            try:
-                bt = next(gen)
-            except StopIteration as e:
-                stop = e.value
-                break
-            if not filtered:
-                yield "lines", rd.render(bt)
-                continue
-            sel = np.ones(len(bt), bool)
-            if queue is not None:
-                sel &= bt.queue_id == queue
-            if topic is not None:
-                sel &= np.array([t == topic for t in bt.topics()], bool)
-            idx = np.flatnonzero(sel)
-            drop = max(0, min(len(idx), skip - seen))
-            seen += len(idx)
-            idx = idx[drop:]
-            over = False
-            if count is not None and shown + len(idx) > count:
-                idx, over = idx[:count - shown], True
-            shown += len(idx)
-            if len(idx):
-                yield "lines", rd.render(bt, idx)
-            if over:
-                return
-        yield "trailer", dumping.commitlog_trailer(fd, path, file_start, size, stop)
+
+def lines(fd: int, path: Path, file_start: int, size: int, start: int, *, seen: int = 0, shown: int = 0,
+          skip: int = 0, count: int | None = None, topic: str | None = None, queue: int | None = None,
+          body: str = "base64", raw_body: bool = False, check_crc: bool = True, window: int | None = None,
+          stats: dict | None = None):
+    """The rest of dumping.commitlog_json from `start` (a record boundary, `seen`/`shown` records counted
+    so far): ("lines", bytes) for the records of each window. Returns the walk's final scan.Stop, or None
+    when `count` records have been shown before it."""
+    from rmqctl.scanvec import walk_file
+
+    win = window or DUMP_WINDOW
+    rd = Renderer(fd, str(path), size, size, body=body, raw_body=raw_body, check_crc=check_crc)
+    if stats is not None:
+        stats["renderer"] = rd
+    gen = walk_file(fd, file_start, size, start, window=win, check_crc=check_crc, check_phys=True,
+                    path=str(path), buf=bytearray(win))
+    filtered = topic is not None or queue is not None or skip > seen or count is not None
+    while True:
+        try:
+            bt = next(gen)
+        except StopIteration as e:
+            stop = e.value
+            break
+        if not filtered:
+            yield "lines", rd.render(bt)
+            continue
+        sel = np.ones(len(bt), bool)
+        if queue is not None:
+            sel &= bt.queue_id == queue
+        if topic is not None:
+            sel &= np.array([t == topic for t in bt.topics()], bool)
+        idx = np.flatnonzero(sel)
+        drop = max(0, min(len(idx), skip - seen))
+        seen += len(idx)
+        idx = idx[drop:]
+        over = False
+        if count is not None and shown + len(idx) > count:
+            idx, over = idx[:count - shown], True
+        shown += len(idx)
+        if len(idx):
+            yield "lines", rd.render(bt, idx)
+        if over:
+            return None
+    return stop

@@ -184,11 +184,11 @@ def _json_batch(f: Path, kind: str, emit, kw: dict):
     RMQCTL_DUMP_JSON=record asks for the record-at-a-time path (same bytes, slower)."""
     import os
 
-    if not emit.as_json or kind not in ("commitlog", "compaction_log") or os.environ.get("RMQCTL_DUMP_JSON") == "record":
+    if not emit.as_json or kind not in ("commitlog", "compaction_log"):
         return None
-    from rmqctl.dump_json_batch import commitlog_json
-
-    return commitlog_json(f, body=emit.body, raw_body=emit.raw_body, skip=kw["skip"], count=kw["count"],
+    if os.environ.get("RMQCTL_DUMP_JSON") == "record":
+        return None
+    return dumping.commitlog_json(f, body=emit.body, raw_body=emit.raw_body, skip=kw["skip"], count=kw["count"],
                           topic=kw["topic"], queue=kw["queue"], check_crc=kw["check_crc"], from_offset=kw["offset"])
 
 
@@ -230,9 +230,8 @@ class _Emitter:
     def item(self, item):
         if isinstance(item, tuple):          # ("message", Record) / ("trailer", dict)
             tag, val = item
-            if tag == "lines":               # JSON Lines of many records (rmqctl.dump_json_batch)
-                self.out.write(val)
-                self.first = False
+            if tag == "lines":               # UTF-8 JSON Lines of many records (rmqctl.dump_json_batch)
+                self._write_bytes(val)
                 return
             if tag == "message":
                 if self.as_json:
@@ -252,6 +251,24 @@ class _Emitter:
                 self.out.write(f"# note: {escape(item['note'])}\n")
         else:
             self.out.write(_line(item) + "\n")
+
+    def _write_bytes(self, data: bytes):
+        """Straight to the binary stream under a UTF-8 stdout (same bytes as writing the text)."""
+        out = self.out
+        inner = getattr(out, "_inner", out)
+        raw = getattr(inner, "buffer", None)
+        enc = (getattr(inner, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if raw is None or enc != "utf8" or getattr(out, "_guard", False):
+            out.write(data.decode("utf-8"))
+            return
+        out.flush()
+        try:
+            raw.write(data)
+        except OSError as e:
+            gone = getattr(out, "_gone", None)
+            if gone is None:
+                raise
+            gone(e)
 
     def summary(self, s: dict):
         if self.as_json:
