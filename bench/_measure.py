@@ -100,8 +100,23 @@ def _crc_ranges(ranges, crc: str) -> int:
     return n
 
 
+def data_sizes(files: list[Path]) -> list[tuple[str, int]]:
+    """(path, bytes up to the last non-zero byte) per file: the bytes a record pass reads (a commitlog's
+    pre-allocated zero tail is not part of it)."""
+    from rmqctl.scan import last_nonzero
+
+    out = []
+    for p in files:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            out.append((str(p), last_nonzero(fd, 0, os.fstat(fd).st_size, 8 << 20)))
+        finally:
+            os.close(fd)
+    return out
+
+
 def _slices(files: list[Path], procs: int) -> list[list[tuple[str, int, int]]]:
-    sizes = [(str(p), p.stat().st_size) for p in files]
+    sizes = data_sizes(files)
     total = sum(s for _, s in sizes)
     per = -(-total // procs)
     out, cur, room = [], [], per
@@ -121,8 +136,8 @@ def _slices(files: list[Path], procs: int) -> list[list[tuple[str, int, int]]]:
 
 
 def crc_ceiling(files: list[Path], crc: str = "zlib", procs: int = 1) -> tuple[int, float]:
-    """(bytes, seconds) of a bare CRC-32 pass over the files' bytes (8 MiB preads) by `procs` processes, each
-    over one contiguous slice: what a checksum-bound pass could reach on this machine."""
+    """(bytes, seconds) of a bare CRC-32 pass over the files' data (up to each file's last non-zero byte; 8 MiB
+    preads) by `procs` processes, each over one contiguous slice: what a checksum-bound pass could reach."""
     if crc == "isal":
         import isal  # noqa: F401 - fail here, not in a worker
     parts = _slices(files, procs)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark `rmqctl verify` beside its ceilings, all in one run over the same commitlog bytes (page cache warm):
 
-  ceilings  a bare CRC-32 pass over every commitlog byte (8 MiB preads): zlib, and ISA-L when python-isal is
-            installed; by 1 process, and by N processes (N = the CPUs) each CRC-ing one slice
+  ceilings  a bare CRC-32 pass over the commitlog data (8 MiB preads up to each file's last non-zero byte): zlib,
+            and ISA-L when python-isal is installed; by 1 process, and by N processes (N = the CPUs) each
+            CRC-ing one slice
   verify    `python -m rmqctl verify --json -j J` for each J in --jobs (default 1 and the CPUs), for each record
             kernel in --kernel (RMQCTL_KERNEL; a tree without the switch ignores it)
   broker    `tests/oracle/oracle v5 bench-recover --abnormal`: RocketMQ 5.3.3's DefaultMessageStore.load() with
@@ -62,7 +63,8 @@ def main():
         for procs in sorted({1, cpus}):
             nb, s = crc_ceiling(files, crc, procs)
             ceil[(crc, procs)] = nb / s
-            rows.append((f"ceiling: bare {crc} CRC, {procs} process{'es' if procs > 1 else ''}", nb, None, s, None, ""))
+            rows.append((f"ceiling: bare {crc} CRC, {procs} process{'es' if procs > 1 else ''}", nb, None, s, None,
+                         "in-process, over the files' data (zero tails left out)"))
     jobs = [int(x) for x in a.jobs.split(",")]
     for klabel, env in kernel_envs(a.kernel):
         one = None
