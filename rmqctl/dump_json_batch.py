@@ -169,12 +169,13 @@ def _text_block(b: np.ndarray, rel: np.ndarray, length: np.ndarray) -> tuple[np.
 
 
 _M2 = np.uint64(0xC2B2AE3D27D4EB4F)
-_J8 = np.arange(8)[None, :]
+_LOW = np.array([(1 << (8 * i)) - 1 for i in range(9)], np.uint64)      # the first i bytes of a little-endian word
 _CLS = np.zeros(256, np.uint8)          # 0: written as itself in a JSON string, 1: needs an escape or is
 _CLS[:0x20] = 1                         # not ASCII (rendered per record), 2: NUL or a properties separator
 _CLS[0x7F:] = 1
 _CLS[[0x22, 0x5C]] = 1
 _CLS[[0, 1, 2]] = 2
+_PLAIN_OR_SEP = bytes(i for i in range(256) if _CLS[i] != 1)
 
 
 def _props_fast(joined: bytes, n: int) -> np.ndarray:
@@ -185,11 +186,10 @@ def _props_fast(joined: bytes, n: int) -> np.ndarray:
     ok = np.ones(n, bool)
     if not len(x):
         return ok
-    c = _CLS[x]
-    bad = c == 1
-    if bad.any():
+    if joined.translate(None, _PLAIN_OR_SEP):             # a byte that needs an escape, or not ASCII
+        bad = _CLS[x] == 1
         ok[np.cumsum(x == 0)[bad]] = False
-    sep = np.flatnonzero(c == 2)
+    sep = np.flatnonzero(x <= 2)
     s = np.concatenate(([0], x[sep], [0]))                  # a record start before, a record end after
     at = np.concatenate(([-1], sep, [len(x)]))
     prev, cur, gap = s[:-1], s[1:], np.diff(at)
@@ -204,9 +204,9 @@ def _props_fast(joined: bytes, n: int) -> np.ndarray:
     k = np.flatnonzero(cur == 1)
     if len(k) > 1:
         start, ln = at[k] + 1, gap[k] - 1
-        g = np.concatenate((x, np.zeros(8, np.uint8)))[start[:, None] + _J8]
-        g[_J8 >= ln[:, None]] = 0
-        fp = g.view(np.uint64).ravel() ^ (ln.astype(np.uint64) * _M2)
+        xz = np.concatenate((x, np.zeros(8, np.uint8)))
+        w8 = np.ndarray((len(x),), np.dtype("<u8"), xz, 0, (1,))     # the 8 bytes from every position
+        fp = (w8[start] & _LOW[np.minimum(ln, 8)]) ^ (ln.astype(np.uint64) * _M2)
         r = rid[k]
         per = np.bincount(r)
         most = int(per.max())
@@ -337,8 +337,10 @@ class Renderer:
             fast &= ~nul
         uniform = bool((pcrc == pcrc[0]).all())
         cp = self.c_parts[int(pcrc[0])] if uniform else b""
-        props = (b'{"' + joined.replace(b"\x01", b'":"').replace(b"\x02", b'","')
-                 .replace(b"\0", b'"}' + cp + b'\0{"') + b'"}' + cp).split(b"\0")
+        props = joined.replace(b"\x01", b'":"').replace(b"\x02", b'","').replace(b"\0", b'"}' + cp + b'\0{"') \
+            .split(b"\0")
+        props[0] = b'{"' + props[0]
+        props[-1] += b'"}' + cp
         for i in np.flatnonzero(pend_t == prel).tolist():
             props[i] = b"{}" + cp
         for i in np.flatnonzero(~fast & ~slow).tolist():
