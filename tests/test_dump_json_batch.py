@@ -191,3 +191,14 @@ def test_closed_pipe_exits_0_quietly(tmp_path):
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 0
     assert first.startswith(b'{"schema":"rmqctl.dump/1","kind":"message"') and err == b""
+
+
+def test_without_pybase64(monkeypatch):
+    """The base64 of the default install (binascii) gives the same lines as the optional pybase64."""
+    import binascii
+    from functools import partial
+
+    from rmqctl import dump_json_batch
+
+    monkeypatch.setattr(dump_json_batch, "_b64", partial(binascii.b2a_base64, newline=False))
+    assert batch(FILTER_FILE) == reference(FILTER_FILE)
