@@ -158,14 +158,19 @@ def _host(b: np.ndarray, p: np.ndarray, at: int, row: _Row):
 
 def _text_block(b: np.ndarray, rel: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Bytes [rel, rel+length) of each record as an (n, max length) block (0 after the end) and which
-    records hold only characters JSON writes as themselves (printable ASCII but '"' and '\\')."""
-    w = max(1, int(length.max()))
+    records hold only characters JSON writes as themselves (printable ASCII but '"' and '\\'); the
+    other rows are left empty."""
+    w = max(1, min(int(length.max()), _TEXT_MAX))
     j = np.arange(w)
     inside = j[None, :] < length[:, None]
     g = b[np.minimum(rel[:, None] + j[None, :], len(b) - 1)]
     g = np.where(inside, g, 0).astype(np.uint8)
-    bad = inside & (_CLS[g] != 0)
-    return g, ~bad.any(axis=1)
+    ok = ~(inside & (_CLS[g] != 0)).any(axis=1) & (length <= w)
+    g[~ok] = 0                      # rendered per record: an empty cell, so that row lengths stay right
+    return g, ok
+
+
+_TEXT_MAX = 255        # a longer (V2) topic takes the per-record path: the block stays small
 
 
 _M2 = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -268,7 +273,7 @@ class Renderer:
         row.lit(',"magic":"V')
         row.same(np.where(bt.magic_code[sl] == MESSAGE_MAGIC_CODE_V2, 50, 49).astype(np.uint8)[:, None], 1)
         row.lit('","topic":"')
-        row.same(tg, bt.topic_length[sl])
+        row.same(tg, np.where(tsimple, bt.topic_length[sl], 0))
         row.lit('","queue_id":')
         row.num(bt.queue_id[sl])
         row.lit(',"queue_offset":')

@@ -113,7 +113,7 @@ PROPS = [b"", b"\x02", b"A\x01b\x02", b"A\x01b", b"A\x01b\x02C\x01d\x02", b"A\x0
          b"A\x01\xc3\xa9\x02", b"A\x01\xff\xfe\x02", b"A\x01q\"x\\\x02", b"A\x01\x7f\x1f\x02", b"\x02\x02A\x01b",
          b"KEYS\x01k1 k2\x02UNIQ_KEY\x0101ABCDEF\x02TAGS\x01t\x02", b"MIN_OFFSET\x010\x02MAX_OFFSET\x019\x02",
          b"LONG_NAME_ABCDEFGHIJ\x011\x02LONG_NAME_ABCDXFGHIJ\x012\x02"]
-TOPICS = [b"T1", b"Topic-%d", b"t\"q", b"t\x01", "tëst".encode(), b"\xff"]
+TOPICS = [b"T1", b"Topic-%d", b"t\"q", b"t\x01", "tëst".encode(), b"\xff", b"t\x00z", b"\x00"]
 
 
 def build_file(tmp_path, recs) -> "os.PathLike":
@@ -143,6 +143,15 @@ def test_every_properties_and_topic_form(tmp_path):
     for body in ("base64", "text", "hex", "none"):
         for window in (None, 500):
             assert batch(p, body=body, window=window) == reference(p, body=body)
+
+
+def test_long_v2_topics(tmp_path):
+    """A topic longer than the bulk step's column (255 bytes, V2 records) takes the per-record path."""
+    recs = [dict(props=b"A\x01b\x02", topic=(b"L" * n) + b"%d" % i, v2=True) for i, n in enumerate([5, 300, 40, 1000])]
+    p = build_file(tmp_path, recs)
+    stats = {}
+    assert batch(p, stats=stats) == reference(p)
+    assert stats["renderer"].slow_records == 2
 
 
 def test_uniform_windows(tmp_path):
