@@ -318,8 +318,7 @@ class Renderer:
         starts[0] += len(d)                        # the first line has no line before it
         after_slow = np.flatnonzero(slow[:-1]) + 1
         starts[after_slow] += len(d)               # a record rendered per record ends its own line
-        mv = memoryview(flat)
-        heads = list(map(mv.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+        heads = list(map(flat.__getitem__, map(slice, starts.tolist(), ends.tolist())))
 
         # properties: one joined buffer, checked and converted in bulk; what follows them joins in
         # when every record has the same __CRC32# state
