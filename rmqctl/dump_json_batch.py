@@ -1,22 +1,24 @@
 """`dump --json` of commitlog files on the batch path: the JSON Lines of a whole window of records built at
 once from the batch kernel's arrays (rmqctl.scanvec), byte-identical to rendering each record with
 rmqctl.render.message_json (tests/test_dump_json_batch.py compares both on every fixture, every
-real-world file and under random damage).
+real-world file, records built for every branch and under random damage). dumping.commitlog_json calls it
+after a file's first 4 MiB of records (a small file never loads numpy).
 
-Per window, three bulk steps and one join:
-- every fixed field of every record (numbers, hosts, msg_id, the topic when it needs no escaping) is
-  written into one uint8 matrix, a row per record, with fixed-width columns; digits come from array
-  arithmetic, unused column cells hold 0 and are squeezed out in one boolean compaction (0 never occurs
-  in the text: a topic or property holding a NUL needs escaping and takes the per-record path);
-- the properties of all records are joined into one buffer, checked with array operations (the fast form
-  is ASCII `name\\x01value\\x02...` with nothing to escape, no empty name or value, no repeated name) and
-  turned into JSON objects with two bytes.replace over the whole buffer;
-- the bodies are encoded with one C call each (binascii, or pybase64 when installed);
-- the pieces of every line are interleaved with list slicing and joined once.
-A record the bulk steps do not cover (compressed body, IPv6 host, a topic needing escapes, PHYSICALOFFSET
-different from its position, a bad __CRC32#) is rendered by message_json from a FileWalk Record; a
-properties field outside the fast form is rendered by json.dumps of the parsed dict, as message_json does.
-Only numpy is needed; memory is bounded by the kernel's window.
+Per window (2 MiB), three bulk steps and one join:
+- every fixed field of every record up to "properties" (numbers, hosts, msg_id, the topic when it needs no
+  escaping) is written into one uint8 matrix, a row per record: the literal text and every column whose
+  value is the same in all rows come from one template row; digits come from array arithmetic (four per
+  division, from a table); unused cells hold 0 and one bytes.translate squeezes them out (0 never occurs in
+  the text: a topic holding a NUL needs escaping and takes the per-record path);
+- the properties of all records are joined with NUL into one buffer, checked in bulk (the fast form is
+  printable ASCII `name\\x01value\\x02...` with nothing to escape, no empty name or value, no name twice) and
+  turned into JSON objects by three bytes.replace over the whole buffer;
+- the bodies are encoded with one C call each (pybase64 when installed, else binascii);
+- the pieces of every line (head, properties, body) are interleaved with list slicing and joined once.
+A record the bulk steps do not cover (compressed body, IPv6 host, a topic needing escapes or longer than 255
+bytes, PHYSICALOFFSET different from its position, a bad __CRC32#) is rendered by message_json from the
+Record FileWalk yields there; a properties field outside the fast form by json.dumps of the parsed dict, as
+message_json does. Only numpy is needed; memory is bounded by the window.
 """
 from __future__ import annotations
 
@@ -33,7 +35,6 @@ from rmqctl.scan import FileWalk
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _P10 = np.array([10 ** k for k in range(20)], dtype=np.uint64)
-_HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 # msg_id = STOREHOST(4) + STOREPORT(4) + PHYSICALOFFSET(8) of an IPv4 record (MessageDecoder.createMessageId)
 _MSGID_AT = np.array(list(range(64, 72)) + list(range(28, 36)), np.int64)
 _BORN_AT, _STORE_AT = 48, 64
