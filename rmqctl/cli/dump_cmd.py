@@ -189,7 +189,8 @@ def _json_batch(f: Path, kind: str, emit, kw: dict):
     if os.environ.get("RMQCTL_DUMP_JSON") == "record":
         return None
     return dumping.commitlog_json(f, body=emit.body, raw_body=emit.raw_body, skip=kw["skip"], count=kw["count"],
-                          topic=kw["topic"], queue=kw["queue"], check_crc=kw["check_crc"], from_offset=kw["offset"])
+                                  topic=kw["topic"], queue=kw["queue"], check_crc=kw["check_crc"],
+                                  from_offset=kw["offset"])
 
 
 def _records(f: Path, kind: str, cfg, *, skip, count, offset, topic, queue, slots, check_crc):
