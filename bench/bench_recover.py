@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Benchmark `rmqctl rebuild cq|index` and `rmqctl recover` against the broker's own abnormal recovery,
-on the same >= 2 GB store written by the broker (`tests/oracle/oracle v5 bench-write`).
+"""Benchmark `rmqctl rebuild cq|index` and `rmqctl recover` beside the broker's own full abnormal recovery
+(its ceiling: rmqctl's goal is >= 1.0x it, one process), on the same >= 2 GB store written by the broker
+(`tests/oracle/oracle v5 bench-write`). Every rmqctl row is run for each record kernel in --kernel (RMQCTL_KERNEL)
+and each J in --jobs (`-j J`, only where the command takes -j in this tree: otherwise once, marked so).
 
 Runs, in this order, on the same store (page cache warmed by a first read):
   rebuild cq        full scan of every commitlog record, every consume queue built in staging and compared
@@ -13,32 +15,23 @@ Runs, in this order, on the same store (page cache warmed by a first read):
 
 Usage:
   python bench/bench_recover.py --store /tmp/rmqctl-bench-recover/store [--generate --count 2000000 --size 1024]
+                                [--jobs 1,4] [--kernel numba,numpy]
 Peak RSS per child process via resource.getrusage(RUSAGE_CHILDREN) (wait4).
 MB/s = bytes of records (first file start to the end of valid data) / wall s,
 msg/s = messages (consume-queue units counted by `rebuild cq`) / wall s. Prints `uptime` first: run it
-when the machine is quiet.
+when the machine is quiet. "vs broker" = the broker's full abnormal recovery seconds (ckpt 0) / the row's.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-ORACLE = REPO / "tests" / "oracle" / "oracle"
-
-
-def run_measured(cmd):
-    wrapper = ("import resource,subprocess,sys,time,json;t=time.perf_counter();"
-               "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.PIPE);"
-               "w=time.perf_counter()-t;r=resource.getrusage(resource.RUSAGE_CHILDREN);"
-               "sys.stderr.buffer.write(p.stderr);sys.stdout.buffer.write(p.stdout);"
-               "print('\\n@@'+json.dumps({'rc':p.returncode,'wall':w,'maxrss_kib':r.ru_maxrss}),file=sys.stderr)")
-    p = subprocess.run([sys.executable, "-c", wrapper, *map(str, cmd)], capture_output=True, text=True)
-    meta = json.loads(p.stderr.rsplit("@@", 1)[1])
-    return p.stdout, p.stderr.rsplit("@@", 1)[0], meta
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measure import ORACLE, RMQCTL, kernel_envs, load_line, rmqctl_has_option, run_measured  # noqa: E402
 
 
 def warm(store: Path) -> int:
@@ -59,6 +52,8 @@ def main():
     ap.add_argument("--generate", action="store_true")
     ap.add_argument("--count", type=int, default=2_000_000)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--jobs", default=f"1,{os.cpu_count()}", help="-j values, where the command takes -j")
+    ap.add_argument("--kernel", default="", help="comma list of RMQCTL_KERNEL values")
     a = ap.parse_args()
     store = Path(a.store)
     if a.generate:
@@ -69,18 +64,19 @@ def main():
         print("bench-write:", r.stdout.strip().replace("\n", " "))
     log_bytes = sum(p.stat().st_size for p in (store / "commitlog").iterdir())
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    load0 = load_line()
     warm(store)
-    rmq = [sys.executable, "-m", "rmqctl"]
+    rmq = RMQCTL
     rows = []
     msgs = [0]
     data = [log_bytes]
 
-    def rmqctl(label, *args, abort=False, zero_ckpt=False):
+    def rmqctl(label, *args, abort=False, zero_ckpt=False, env=None):
         if zero_ckpt:
             (store / "checkpoint").write_bytes(bytes(4096))
         if abort:
             (store / "abort").touch()
-        out, err, meta = run_measured([*rmq, *args, "--json", store])
+        out, err, meta = run_measured([*rmq, *args, "--json", store], env)
         if meta["rc"] not in (0, 1):
             sys.exit(f"{label} failed ({meta['rc']}): {err}")
         plan = json.loads(out)
@@ -88,7 +84,8 @@ def main():
             msgs[0] = plan["summary"]["units"]
             data[0] = plan["commitlog"]["valid_end"] - plan["commitlog"]["scan_start"]
         rows.append((label, meta["wall"], meta["maxrss_kib"], f"exit {meta['rc']}, {len(plan['actions'])} changes, "
-                     f"scan from {plan['commitlog'].get('scan_start')}, {json.dumps(plan['summary'])}"))
+                     f"scan from {plan['commitlog'].get('scan_start')}, CPU {meta['cpu']:.1f} s, "
+                     f"{json.dumps(plan['summary'])}"))
 
     def broker(label, zero_ckpt=False):
         if zero_ckpt:
@@ -111,12 +108,21 @@ def main():
     ck = (store / "checkpoint").read_bytes()[:16]
     if ck == bytes(16):
         settle()
-    rmqctl("rmqctl rebuild cq", "rebuild", "cq")
-    rmqctl("rmqctl rebuild index", "rebuild", "index")
-    rmqctl("rmqctl recover (abort)", "recover", abort=True)
+    broker("broker abnormal, ckpt 0", zero_ckpt=True)          # the ceiling, first: every row is judged by it
+    settle()
+    jobs = [int(x) for x in a.jobs.split(",")]
+    has_j = {c: rmqctl_has_option(list(c), "-j") for c in (("rebuild", "cq"), ("rebuild", "index"), ("recover",))}
+    for klabel, env in kernel_envs(a.kernel):
+        for cmd, kw in ((("rebuild", "cq"), {}), (("rebuild", "index"), {}),
+                        (("recover",), dict(abort=True, zero_ckpt=True)), (("recover",), dict(abort=True))):
+            what = "rmqctl " + " ".join(cmd) + (" (abort, ckpt 0)" if kw.get("zero_ckpt") else
+                                                " (abort)" if kw else "")
+            for j in (jobs if has_j[cmd] else [None]):
+                label = f"{what}{f' -j {j}' if j else ''} {klabel}".rstrip()
+                rmqctl(label, *cmd, *(["-j", str(j)] if j else []), env=env, **kw)
+            if kw.get("zero_ckpt"):
+                settle()
     broker("broker abnormal recovery")
-    rmqctl("rmqctl recover (abort, ckpt 0)", "recover", abort=True, zero_ckpt=True)
-    broker("broker abnormal, ckpt 0", zero_ckpt=True)
     # leave the store clean (and its checkpoint real) for the next run; the bench store is disposable:
     # drop the quarantine folders this run made (replaced index files would pile up in /tmp)
     settle()
@@ -125,10 +131,13 @@ def main():
         shutil.rmtree(d, ignore_errors=True)
 
     print(f"store: {store}  commitlog files {log_bytes / 1e9:.2f} GB, records {data[0] / 1e9:.2f} GB "
-          f"(MB/s below: record bytes / s)")
-    print(f"{'run':34s} {'seconds':>8s} {'MB/s':>8s} {'msg/s':>10s} {'peak RSS MiB':>12s}  notes")
+          f"(MB/s below: record bytes / s); {load0} before, {load_line()} after; -j taken by: "
+          f"{', '.join(' '.join(c) for c, v in has_j.items() if v) or 'none'}")
+    ceiling = next(secs for label, secs, _, _ in rows if label == "broker abnormal, ckpt 0")
+    print(f"{'run':44s} {'seconds':>8s} {'MB/s':>8s} {'msg/s':>10s} {'peak RSS MiB':>12s} {'vs broker':>9s}  notes")
     for label, secs, rss, note in rows:
-        print(f"{label:34s} {secs:8.2f} {data[0] / 1e6 / secs:8.0f} {msgs[0] / secs:10.0f} {rss / 1024:12.0f}  {note}")
+        print(f"{label:44s} {secs:8.2f} {data[0] / 1e6 / secs:8.0f} {msgs[0] / secs:10.0f} {rss / 1024:12.0f} "
+              f"{ceiling / secs:8.2f}x  {note}")
 
 
 if __name__ == "__main__":

@@ -99,23 +99,79 @@ def commitlog_file(path: Path, *, file_start: int | None = None, skip: int = 0, 
                 return
             shown += 1
             yield "message", r
-        stop = w.stop
-        valid_end = stop.pos
-        t = {"kind": "trailer", "file": str(path), "records_end": stop.offset, "stop": stop.kind}
-        if stop.kind == "blank":
-            t.update(valid_bytes=stop.pos, blank_size=stop.size, trailing="blank",
-                     trailing_bytes=size - stop.pos)
-            if stop.size != size - stop.pos:
-                t["note"] = f"BLANK record says {stop.size} bytes but {size - stop.pos} remain in the file"
-        else:
-            t.update(_tail(fd, valid_end, size))
-            if stop.kind not in NORMAL_STOPS:
-                t["problem"] = {"offset": stop.offset, "check": stop.kind, "detail": stop.detail,
-                                "field": _field_of(stop.kind)}
-            elif t["trailing"] == "invalid":
-                t["problem"] = {"offset": file_start + t["invalid_from"], "check": "garbage_after_end",
-                                "detail": "non-zero bytes after the end of the records", "field": "TOTALSIZE"}
-        yield "trailer", t
+        yield "trailer", commitlog_trailer(fd, path, file_start, size, w.stop)
+
+
+JSON_RECORD_HEAD = 4 << 20
+
+
+def commitlog_json(path: Path, *, body: str = "base64", raw_body: bool = False, skip: int = 0,
+                   count: int | None = None, topic: str | None = None, queue: int | None = None,
+                   check_crc: bool = True, from_offset: int | None = None, file_start: int | None = None,
+                   window: int | None = None, stats: dict | None = None, record_head: int | None = None):
+    """commitlog_file for --json: the same items, except that after the first `record_head` bytes of records
+    (default 4 MiB, none once numpy is loaded: a small file never pays for loading it) the records of each
+    window come as one ("lines", bytes) item from rmqctl.dump_json_batch: the bytes message_json gives them."""
+    import sys
+
+    path = Path(path)
+    file_start = start_offset_of(path) if file_start is None else file_start
+    if record_head is None:
+        record_head = 0 if "numpy" in sys.modules else JSON_RECORD_HEAD
+    with open_ro(path) as fd:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise FormatError("empty file (0 bytes): a commitlog file is pre-allocated to its full size",
+                              path=path, offset=0)
+        start = 0 if from_offset is None else max(0, from_offset - file_start)
+        at, seen, shown = start, 0, 0
+        if record_head > 0:
+            w = FileWalk(fd, file_start, size, start, check_crc=check_crc, check_phys=True, path=str(path))
+            for r in w:
+                if r.offset - file_start - start >= record_head:
+                    at = r.offset - file_start
+                    break
+                if topic is not None and r.topic != topic:
+                    continue
+                if queue is not None and r.queue_id != queue:
+                    continue
+                seen += 1
+                if seen <= skip:
+                    continue
+                if count is not None and shown >= count:
+                    return
+                shown += 1
+                yield "message", r
+            else:
+                yield "trailer", commitlog_trailer(fd, path, file_start, size, w.stop)
+                return
+        from rmqctl.dump_json_batch import lines
+
+        stop = yield from lines(fd, path, file_start, size, at, seen=seen, shown=shown, skip=skip, count=count,
+                                topic=topic, queue=queue, body=body, raw_body=raw_body, check_crc=check_crc,
+                                window=window, stats=stats)
+        if stop is not None:
+            yield "trailer", commitlog_trailer(fd, path, file_start, size, stop)
+
+
+def commitlog_trailer(fd, path: Path, file_start: int, size: int, stop) -> dict:
+    """The trailer of a commitlog file whose walk ended at `stop` (a scan.Stop)."""
+    valid_end = stop.pos
+    t = {"kind": "trailer", "file": str(path), "records_end": stop.offset, "stop": stop.kind}
+    if stop.kind == "blank":
+        t.update(valid_bytes=stop.pos, blank_size=stop.size, trailing="blank",
+                 trailing_bytes=size - stop.pos)
+        if stop.size != size - stop.pos:
+            t["note"] = f"BLANK record says {stop.size} bytes but {size - stop.pos} remain in the file"
+    else:
+        t.update(_tail(fd, valid_end, size))
+        if stop.kind not in NORMAL_STOPS:
+            t["problem"] = {"offset": stop.offset, "check": stop.kind, "detail": stop.detail,
+                            "field": _field_of(stop.kind)}
+        elif t["trailing"] == "invalid":
+            t["problem"] = {"offset": file_start + t["invalid_from"], "check": "garbage_after_end",
+                            "detail": "non-zero bytes after the end of the records", "field": "TOTALSIZE"}
+    return t
 
 
 def _field_of(kind: str) -> str:

@@ -125,7 +125,7 @@ def _dump_one(path: Path, emit, problems: list, *, kind, cfg, **kw) -> None:
     k = kind or dumping.detect_kind(files[0] if files else path / ("0" * 20))
     cfg = _with_store_inference(cfg, path)
     for f in files:
-        for item in _records(f, k, cfg, **kw):
+        for item in _json_batch(f, k, emit, kw) or _records(f, k, cfg, **kw):
             emit.item(item)
             if isinstance(item, tuple):
                 item = item[1]
@@ -179,6 +179,20 @@ def _with_store_inference(cfg, path: Path):
         return cfg
 
 
+def _json_batch(f: Path, kind: str, emit, kw: dict):
+    """--json of a commitlog: whole windows of records rendered at once (rmqctl.dump_json_batch), unless
+    RMQCTL_DUMP_JSON=record asks for the record-at-a-time path (same bytes, slower)."""
+    import os
+
+    if not emit.as_json or kind not in ("commitlog", "compaction_log"):
+        return None
+    if os.environ.get("RMQCTL_DUMP_JSON") == "record":
+        return None
+    return dumping.commitlog_json(f, body=emit.body, raw_body=emit.raw_body, skip=kw["skip"], count=kw["count"],
+                                  topic=kw["topic"], queue=kw["queue"], check_crc=kw["check_crc"],
+                                  from_offset=kw["offset"])
+
+
 def _records(f: Path, kind: str, cfg, *, skip, count, offset, topic, queue, slots, check_crc):
     if kind in ("commitlog", "compaction_log"):
         yield from dumping.commitlog_file(f, skip=skip, count=count, topic=topic, queue=queue, check_crc=check_crc,
@@ -217,6 +231,9 @@ class _Emitter:
     def item(self, item):
         if isinstance(item, tuple):          # ("message", Record) / ("trailer", dict)
             tag, val = item
+            if tag == "lines":               # UTF-8 JSON Lines of many records (rmqctl.dump_json_batch)
+                self._write_bytes(val)
+                return
             if tag == "message":
                 if self.as_json:
                     self.out.write(message_json(val, self.body, self.raw_body) + "\n")
@@ -235,6 +252,24 @@ class _Emitter:
                 self.out.write(f"# note: {escape(item['note'])}\n")
         else:
             self.out.write(_line(item) + "\n")
+
+    def _write_bytes(self, data: bytes):
+        """Straight to the binary stream under a UTF-8 stdout (same bytes as writing the text)."""
+        out = self.out
+        inner = getattr(out, "_inner", out)
+        raw = getattr(inner, "buffer", None)
+        enc = (getattr(inner, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if raw is None or enc != "utf8" or getattr(out, "_guard", False):
+            out.write(data.decode("utf-8"))
+            return
+        out.flush()
+        try:
+            raw.write(data)
+        except OSError as e:
+            gone = getattr(out, "_gone", None)
+            if gone is None:
+                raise
+            gone(e)
 
     def summary(self, s: dict):
         if self.as_json:

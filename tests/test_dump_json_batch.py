@@ -1,0 +1,213 @@
+"""dump --json on the batch path (rmqctl.dump_json_batch) writes the same bytes as rendering each record
+with message_json (the record-at-a-time path, RMQCTL_DUMP_JSON=record): on every broker-written commitlog
+and compaction log file, with windows small enough that records cross them, in every body mode and with
+every filter, under random damage, and on records built to take each per-record fallback."""
+from __future__ import annotations
+
+import os
+import random
+import struct
+import subprocess
+import sys
+import zlib
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import FIXTURES, REAL_WORLD, real_world_glob
+from rmqctl.dumping import commitlog_file, commitlog_json
+from rmqctl.render import json_line, message_json
+
+
+def reference(path, body="base64", raw_body=False, **kw) -> bytes:
+    out = []
+    for tag, v in commitlog_file(path, **kw):
+        out.append(message_json(v, body, raw_body) if tag == "message" else json_line("dump", v))
+    return ("".join(x + "\n" for x in out)).encode("utf-8")
+
+
+def batch(path, body="base64", raw_body=False, window=None, stats=None, record_head=0, **kw) -> bytes:
+    out = []
+    for tag, v in commitlog_json(path, body=body, raw_body=raw_body, window=window, stats=stats,
+                                 record_head=record_head, **kw):
+        if tag == "message":
+            out.append((message_json(v, body, raw_body) + "\n").encode())
+        else:
+            out.append(v if tag == "lines" else (json_line("dump", v) + "\n").encode())
+    return b"".join(out)
+
+
+def files():
+    out = sorted(real_world_glob("commitlog/0*"))
+    out += sorted((FIXTURES / "stores").rglob("commitlog/0*"))
+    out += sorted((FIXTURES / "stores").rglob("compactionLog/*/*/0*"))
+    return out
+
+
+FILES = files()
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p).split("/")[-4] + "/" + p.name for p in FILES])
+def test_same_bytes_on_broker_files(path):
+    ref = reference(path)
+    assert batch(path) == ref
+    assert batch(path, window=700) == ref          # records crossing window edges
+    for body in ("text", "hex", "none"):
+        assert batch(path, body=body, window=4096) == reference(path, body=body)
+    assert batch(path, raw_body=True) == reference(path, raw_body=True)
+    assert batch(path, check_crc=False) == reference(path, check_crc=False)
+
+
+def test_the_corpus_takes_every_fallback():
+    """The broker-written files hold records of every per-record kind (compressed, IPv6, non-ASCII, __CRC32#):
+    counted, so that the comparisons above are known to cover them."""
+    for name in ("compressed-v5", "ipv6-v5", "unicode-v5"):
+        slow = 0
+        for p in sorted((FIXTURES / "stores" / name).rglob("commitlog/0*")):
+            stats = {}
+            assert batch(p, stats=stats) == reference(p)
+            slow += stats["renderer"].slow_records + stats["renderer"].slow_props
+        assert slow > 0, name
+
+
+FILTER_FILE = next(p for p in FILES if "basic-multifile-v5" in str(p))
+
+
+@pytest.mark.parametrize("kw", [dict(skip=3), dict(count=0), dict(count=5), dict(skip=2, count=4),
+                                dict(queue=1), dict(queue=0, count=2), dict(topic="TopicTest"),
+                                dict(topic="nope"), dict(from_offset=0), dict(count=10 ** 6)])
+@pytest.mark.parametrize("head", [0, 700, 10 ** 9])
+def test_filters(kw, head):
+    """Filters, also when the first `head` bytes of records go record by record and the rest in windows."""
+    assert batch(FILTER_FILE, window=900, record_head=head, **kw) == reference(FILTER_FILE, **kw)
+
+
+def test_from_offset_of_a_later_record():
+    ref = reference(FILTER_FILE)
+    import json
+
+    offs = [json.loads(x)["physical_offset"] for x in ref.splitlines() if b'"kind":"message"' in x]
+    assert len(offs) > 3
+    for o in (offs[2], offs[-1]):
+        assert batch(FILTER_FILE, from_offset=o) == reference(FILTER_FILE, from_offset=o)
+
+
+# --- records built to exercise every branch of the bulk steps ------------------------------------------------
+HEAD = struct.Struct(">iiiiiqqiq4siq4siiqi")
+
+
+def record(phys, props: bytes, *, topic=b"T1", body=b"hello", qid=0, qoff=0, flag=0, sys_flag=0, born=1700000000000,
+           port=5000, reconsume=0, prepared=0, v2=False):
+    total = 91 + (1 if v2 else 0) + len(body) + len(topic) + len(props)
+    crc = zlib.crc32(body) & 0x7FFFFFFF
+    magic = -626843477 if v2 else -626843481
+    out = HEAD.pack(total, magic, crc, qid, flag, qoff, phys, sys_flag, born, b"\x0a\x00\x00\x01", port, born + 1,
+                    b"\xc0\xa8\x01\x02", 10911, reconsume, prepared, len(body)) + body
+    out += (struct.pack(">h", len(topic)) if v2 else bytes([len(topic)])) + topic
+    return out + struct.pack(">h", len(props)) + props
+
+
+PROPS = [b"", b"\x02", b"A\x01b\x02", b"A\x01b", b"A\x01b\x02C\x01d\x02", b"A\x01b\x02A\x01c\x02",   # repeated name
+         b"A\x01b\x01c\x02", b"\x01b\x02", b"A\x01\x02", b"A\x01b\x02\x02", b"A\x01b\x00c\x02", b"Ab\x02",
+         b"A\x01\xc3\xa9\x02", b"A\x01\xff\xfe\x02", b"A\x01q\"x\\\x02", b"A\x01\x7f\x1f\x02", b"\x02\x02A\x01b",
+         b"KEYS\x01k1 k2\x02UNIQ_KEY\x0101ABCDEF\x02TAGS\x01t\x02", b"MIN_OFFSET\x010\x02MAX_OFFSET\x019\x02",
+         b"LONG_NAME_ABCDEFGHIJ\x011\x02LONG_NAME_ABCDXFGHIJ\x012\x02"]
+TOPICS = [b"T1", b"Topic-%d", b"t\"q", b"t\x01", "tëst".encode(), b"\xff", b"t\x00z", b"\x00"]
+
+
+def build_file(tmp_path, recs) -> "os.PathLike":
+    data = bytearray()
+    for kw in recs:
+        data += record(len(data), **kw)
+    (tmp_path / "commitlog").mkdir(exist_ok=True)
+    p = tmp_path / "commitlog" / "00000000000000000000"
+    p.write_bytes(bytes(data) + bytes(64))
+    return p
+
+
+def test_every_properties_and_topic_form(tmp_path):
+    rnd = random.Random(5)
+    recs = []
+    for i in range(300):
+        recs.append(dict(props=rnd.choice(PROPS), topic=rnd.choice(TOPICS).replace(b"%d", b"%d" % (i % 3)),
+                         qid=rnd.choice([0, 1, -1, 2 ** 31 - 1]), qoff=rnd.choice([0, i, -5, 2 ** 63 - 1, -2 ** 63]),
+                         flag=rnd.choice([0, 7, -1]), born=rnd.choice([0, -1, 1700000000000 + i]),
+                         port=rnd.choice([0, 65535, -1]), reconsume=rnd.choice([0, 16]),
+                         prepared=rnd.choice([0, 123456789012]), sys_flag=rnd.choice([0, 0, 4, 8, 12]),
+                         v2=rnd.random() < 0.2, body=rnd.choice([b"", b"x", b"ab", b"\x00\xff\n\"", b"\xe2\x82"])))
+    p = build_file(tmp_path, recs)
+    stats = {}
+    batch(p, stats=stats)
+    assert stats["renderer"].slow_records > 10 and stats["renderer"].slow_props > 10
+    for body in ("base64", "text", "hex", "none"):
+        for window in (None, 500):
+            assert batch(p, body=body, window=window) == reference(p, body=body)
+
+
+def test_long_v2_topics(tmp_path):
+    """A topic longer than the bulk step's column (255 bytes, V2 records) takes the per-record path."""
+    recs = [dict(props=b"A\x01b\x02", topic=(b"L" * n) + b"%d" % i, v2=True) for i, n in enumerate([5, 300, 40, 1000])]
+    p = build_file(tmp_path, recs)
+    stats = {}
+    assert batch(p, stats=stats) == reference(p)
+    assert stats["renderer"].slow_records == 2
+
+
+def test_uniform_windows(tmp_path):
+    """Windows where every row holds the same value in a column (the template text path) and where none does."""
+    same = [dict(props=b"A\x01b\x02") for _ in range(50)]
+    p = build_file(tmp_path, same)
+    assert batch(p) == reference(p)
+    assert batch(p, window=300) == reference(p)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 8191), st.integers(1, 255)), min_size=0, max_size=8),
+       st.integers(200, 8192), st.sampled_from([None, 300, 1000]), st.sampled_from(["base64", "text"]),
+       st.booleans())
+def test_same_bytes_under_damage(tmp_path, flips, cut, window, body, crc):
+    src = REAL_WORLD / "apache__rocketmq/store/commitlog/00000000000000000000"
+    data = bytearray(src.read_bytes())
+    for pos, x in flips:
+        data[pos] ^= x
+    p = tmp_path / "00000000000000000000"
+    p.write_bytes(bytes(data[:cut]))
+    assert batch(p, window=window, body=body, check_crc=crc) == reference(p, body=body, check_crc=crc)
+
+
+# --- through the CLI ------------------------------------------------------------------------------------------
+def test_cli_paths_agree(monkeypatch):
+    from rmqctl.cli import cli
+
+    d = FIXTURES / "stores" / "mixed-v5" / "store" / "commitlog"
+    runner = CliRunner()
+    args = ["dump", "--json", str(d)]
+    got = runner.invoke(cli, args)
+    monkeypatch.setenv("RMQCTL_DUMP_JSON", "record")
+    ref = runner.invoke(cli, args)
+    assert got.exit_code == ref.exit_code == 0
+    assert got.stdout_bytes == ref.stdout_bytes and b'"kind":"message"' in ref.stdout_bytes
+
+
+def test_closed_pipe_exits_0_quietly(tmp_path):
+    recs = [dict(props=b"A\x01b\x02", body=bytes(4000)) for _ in range(3000)]
+    p = build_file(tmp_path, recs)
+    exe = [sys.executable, "-m", "rmqctl", "dump", "--json", str(p)]
+    proc = subprocess.Popen(exe, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0
+    assert first.startswith(b'{"schema":"rmqctl.dump/1","kind":"message"') and err == b""
+
+
+def test_without_pybase64(monkeypatch):
+    """The base64 of the default install (binascii) gives the same lines as the optional pybase64."""
+    import binascii
+    from functools import partial
+
+    from rmqctl import dump_json_batch
+
+    monkeypatch.setattr(dump_json_batch, "_b64", partial(binascii.b2a_base64, newline=False))
+    assert batch(FILTER_FILE) == reference(FILTER_FILE)
