@@ -404,8 +404,9 @@ def test_last_nonzero_equals_the_kernel_helper(tmp_path, layout):
 
 
 @pytest.mark.parametrize("lengths", [[0, 1, 2, 56, 56, 32], list(range(0, 300, 3)), [9000, 1, 20000]])
-def test_hash_ranges_both_layouts_equal_java_hash(lengths):
-    """Few lengths (matrix product) and many or long ones (reduceat) give String.hashCode."""
+def test_hash_ranges_both_layouts_equal_java_hash(lengths, kernel):
+    """Few lengths (matrix product) and many or long ones (reduceat) give String.hashCode; so does the
+    numba kernel's loop."""
     import random
 
     from rmqctl.formats.index import java_string_hash

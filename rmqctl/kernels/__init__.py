@@ -71,6 +71,18 @@ def walk_kernel():
     return k
 
 
+def dispatch_kernel():
+    """rmqctl.kernels.dispatch_nb (compiled dispatch helpers) when the numba kernel is in use, else None."""
+    if walk_kernel() is None:
+        return None
+    k = _loaded.get("dispatch")
+    if k is None:
+        from rmqctl.kernels import dispatch_nb as k
+
+        _loaded["dispatch"] = k
+    return k
+
+
 def name() -> str:
     """The kernel a batch pass uses now: 'numba' or 'numpy'."""
     return "numpy" if walk_kernel() is None else "numba"
