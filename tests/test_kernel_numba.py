@@ -138,27 +138,6 @@ def test_numba_hash_ranges_equal_numpys(parts, pad):
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.binary(min_size=1, max_size=200), st.lists(st.tuples(st.floats(0, 1), st.integers(0, 30)), max_size=20))
-def test_join_ranges_equal_bytes_join(raw, ranges):
-    """verify's joined properties (both kernels) are b"\\0".join of the fields."""
-    from rmqctl.check.commitlog_batch import join_ranges
-    from rmqctl.kernels import dispatch_nb
-
-    rel = np.asarray([int(a * (len(raw) - 1)) for a, _ in ranges], np.int64)
-    lens = np.asarray([min(n, len(raw) - int(a * (len(raw) - 1))) for a, n in ranges], np.int64)
-    want = b"\0".join(raw[a:a + n] for a, n in zip(rel.tolist(), lens.tolist()))
-    old = os.environ.get("RMQCTL_KERNEL")
-    os.environ["RMQCTL_KERNEL"] = "numpy"      # (hypothesis: no function-scoped monkeypatch)
-    try:
-        assert join_ranges(raw, rel, lens) == want
-    finally:
-        os.environ.pop("RMQCTL_KERNEL")
-        if old is not None:
-            os.environ["RMQCTL_KERNEL"] = old
-    assert dispatch_nb.join_ranges(np.frombuffer(raw, np.uint8), rel, lens).tobytes() == want
-
-
 def test_the_shapes_file_has_every_shape(tmp_path, monkeypatch):
     """The damage test above only means something if its clean file walks through every branch."""
     p = tmp_path / "00000000000000000000"

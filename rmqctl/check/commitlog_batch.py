@@ -48,43 +48,6 @@ def props_problem(raw: bytes) -> str | None:
     return None
 
 
-class RecordSlices:
-    """Record i's field, raw[rel[i]:ends[i]], sliced when asked: most records' fields never are."""
-
-    __slots__ = ("raw", "rel", "ends")
-
-    def __init__(self, raw, rel, ends):
-        self.raw, self.rel, self.ends = raw, rel, ends
-
-    def __len__(self) -> int:
-        return len(self.rel)
-
-    def __getitem__(self, i):
-        return self.raw[int(self.rel[i]):int(self.ends[i])]
-
-
-def join_ranges(raw, rel, lengths) -> bytes:
-    """b"\\0".join(raw[rel[i]:rel[i] + lengths[i]] for every i), as one gather (the numba kernel's loop
-    when selected, rmqctl.kernels)."""
-    from rmqctl.kernels import dispatch_kernel
-
-    n = len(rel)
-    if n == 0:
-        return b""
-    b = np.frombuffer(raw, np.uint8)
-    nbk = dispatch_kernel()
-    if nbk is not None:
-        return nbk.join_ranges(b, rel, lengths).tobytes()
-    L = lengths.astype(np.int64)
-    T = int(L.sum())
-    out = np.zeros(T + n - 1, np.uint8)
-    if T:
-        starts = np.cumsum(L + 1) - (L + 1)
-        within = np.arange(T, dtype=np.int64) - np.repeat(np.cumsum(L) - L, L)
-        out[np.repeat(starts, L) + within] = b[np.repeat(rel.astype(np.int64), L) + within]
-    return out.tobytes()
-
-
 class JoinedProps:
     """The properties fields of a batch's records joined by \\0 (no pattern searched for can span two
     records), with where each record's field starts in the joined bytes and where every \\x02 is."""
@@ -101,8 +64,8 @@ class JoinedProps:
     @classmethod
     def of(cls, raw, rel, lengths) -> JoinedProps:
         ends = rel + lengths
-        return cls(RecordSlices(raw, rel, ends), join_ranges(raw, rel, lengths), np.cumsum(lengths + 1) - (lengths + 1),
-                   lengths, ends)
+        slices = list(map(raw.__getitem__, map(slice, rel.tolist(), ends.tolist())))
+        return cls(slices, b"\0".join(slices), np.cumsum(lengths + 1) - (lengths + 1), lengths, ends)
 
     def record_of(self, positions):
         """The record each position of the joined bytes belongs to."""

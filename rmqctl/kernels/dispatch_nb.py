@@ -1,5 +1,5 @@
 """Dispatch helpers of rmqctl.repair.vecdispatch compiled by numba (used when the numba kernel is selected):
-the same results as the numpy versions, proven equal in tests/test_kernel_numba.py."""
+the same results as the numpy versions, proven equal in tests/test_kernel_numba.py and tests/test_rebuild_vec.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,25 +31,3 @@ def hash_ranges(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray):
         _hash_ranges(buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(lens, np.int64), h, ascii_ok)
     return h, ascii_ok
 
-
-@njit(cache=True, nogil=True)
-def _join_ranges(b, rel, lens, out):
-    p = 0
-    for i in range(len(rel)):
-        if i:
-            out[p] = 0
-            p += 1
-        a = rel[i]
-        for j in range(lens[i]):
-            out[p + j] = b[a + j]
-        p += lens[i]
-
-
-def join_ranges(b: np.ndarray, rel: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The byte ranges b[rel[i]:rel[i] + lens[i]] joined by \\0 (rmqctl.check.commitlog_batch.join_ranges)."""
-    rel = np.ascontiguousarray(rel, np.int64)
-    lens = np.ascontiguousarray(lens, np.int64)
-    out = np.empty(int(lens.sum()) + len(rel) - 1 if len(rel) else 0, np.uint8)
-    if len(rel):
-        _join_ranges(b, rel, lens, out)
-    return out
