@@ -169,6 +169,22 @@ def test_selection_and_unknown_value(monkeypatch, tmp_path):
     assert run(["verify", str(tmp_path)]) == 2
 
 
+def test_without_numba(tmp_path):
+    """numba missing: auto is the numpy kernel, silently; RMQCTL_KERNEL=numba is one line and exit 2."""
+    (tmp_path / "commitlog").mkdir()
+    (tmp_path / "commitlog" / "00000000000000000000").write_bytes(BASES["real"])
+    code = ("import sys; sys.modules['numba'] = None; from rmqctl import kernels; from rmqctl.cli import run; "
+            "print(kernels.name()); sys.stdout.flush(); sys.exit(int(run(['verify', sys.argv[1]])))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                       env={**os.environ, "RMQCTL_KERNEL": "auto"})
+    assert r.stdout.splitlines()[0] == "numpy" and r.returncode in (0, 4) and "numba" not in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-c", code.replace("print(kernels.name()); ", ""), str(tmp_path)],
+                       capture_output=True, text=True, env={**os.environ, "RMQCTL_KERNEL": "numba"})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.splitlines() == ["rmqctl: RMQCTL_KERNEL: the numba kernel needs numba (pip install "
+                                     "'rmqctl[fast]') and a writable cache directory (NUMBA_CACHE_DIR)"]
+
+
 def test_cache_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

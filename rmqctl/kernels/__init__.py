@@ -30,7 +30,23 @@ def requested() -> str:
 
 
 def check_env() -> None:
-    requested()
+    """RMQCTL_KERNEL names a kernel, and numba is installed when it is asked for by name (a usage error
+    before the command runs, not at its first batch); numba is looked up, not imported."""
+    if requested() == "numba" and not _installed("numba"):
+        raise UsageError(_NEEDS_NUMBA, field=ENV)
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+_NEEDS_NUMBA = ("the numba kernel needs numba (pip install 'rmqctl[fast]') and a writable cache directory "
+                "(NUMBA_CACHE_DIR)")
 
 
 def cache_dir() -> str | None:
@@ -65,8 +81,7 @@ def walk_kernel():
         except Exception:   # noqa: BLE001 -- numba missing, or unusable with this numpy/CPU: the numpy kernel
             k = None
     if k is None and want == "numba":
-        raise UsageError("the numba kernel needs numba (pip install 'rmqctl[fast]') and a writable cache "
-                         "directory (NUMBA_CACHE_DIR)", field=ENV)
+        raise UsageError(_NEEDS_NUMBA, field=ENV)
     _loaded[want] = k
     return k
 
