@@ -195,6 +195,8 @@ def test_cache_dir(monkeypatch, tmp_path):
     assert kernels.cache_dir() is None
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "mine"))   # the user's own choice wins
     assert kernels.cache_dir() == str(tmp_path / "mine")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "file" / "x"))   # when it can be written
+    assert kernels.cache_dir() is None
 
 
 def test_no_writable_cache_falls_back_to_numpy_silently(tmp_path):

@@ -50,11 +50,12 @@ _NEEDS_NUMBA = ("the numba kernel needs numba (pip install 'rmqctl[fast]') and a
 
 
 def cache_dir() -> str | None:
-    """A writable directory for numba's compile cache, or None (then numba is not used)."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return os.environ["NUMBA_CACHE_DIR"]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    d = os.path.join(base, "rmqctl", "numba")
+    """A writable directory for numba's compile cache (NUMBA_CACHE_DIR when set, else rmqctl's own), or None
+    (then numba is not used: without a cache it would compile in every process and warn about it)."""
+    d = os.environ.get("NUMBA_CACHE_DIR")
+    if not d:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = os.path.join(base, "rmqctl", "numba")
     try:
         os.makedirs(d, exist_ok=True)
     except OSError:
