@@ -8,6 +8,9 @@ derived from the Construct declarations: rmqctl.formats.commitlog), run the stru
 operations and the body CRCs as one zlib pass per record. The first record any check rejects, and
 whatever ends the chain (BLANK, zeros, a record crossing the window), is handed to FileWalk, which
 classifies it exactly: both kernels must agree record for record (tests/test_scanvec.py).
+
+RMQCTL_KERNEL (rmqctl.kernels) may swap the per-window work for rmqctl.kernels.walk_nb, the same checks
+compiled by numba; the stop classification and SCHEDULE_TOPIC_XXXX records stay here for both.
 """
 from __future__ import annotations
 
