@@ -138,6 +138,22 @@ def test_numba_hash_ranges_equal_numpys(parts, pad):
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from([b"A", b"B", b"X", b"INNER_MULTI_QUEUE_OFFSET"]), min_size=1, max_size=60)
+       .map(b"".join),
+       st.lists(st.tuples(st.floats(0, 1), st.integers(0, 40)), max_size=8),
+       st.sampled_from([b"AB", b"A", b"ABA", b"INNER_MULTI_QUEUE_OFFSET"]))
+def test_any_in_ranges_equals_bytes_search(data, ranges, pat):
+    """rebuild's multi-dispatch prefilter (numba kernel): the pattern inside one of the ranges."""
+    from rmqctl.kernels import dispatch_nb
+
+    raw = data
+    rel = np.asarray([int(a * (len(raw) - 1)) for a, _ in ranges], np.int64)
+    lens = np.asarray([min(n, len(raw) - int(a * (len(raw) - 1))) for a, n in ranges], np.int64)
+    want = any(pat in raw[a:a + n] for a, n in zip(rel.tolist(), lens.tolist()))
+    assert dispatch_nb.any_in_ranges(np.frombuffer(raw, np.uint8), rel, lens, pat) == want
+
+
 def test_the_shapes_file_has_every_shape(tmp_path, monkeypatch):
     """The damage test above only means something if its clean file walks through every branch."""
     p = tmp_path / "00000000000000000000"

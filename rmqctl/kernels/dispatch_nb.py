@@ -31,3 +31,26 @@ def hash_ranges(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray):
         _hash_ranges(buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(lens, np.int64), h, ascii_ok)
     return h, ascii_ok
 
+
+@njit(cache=True, nogil=True)
+def _any_in_ranges(b, rel, lens, pat):
+    m = len(pat)
+    for i in range(len(rel)):
+        j, last = rel[i], rel[i] + lens[i] - m
+        while j <= last:
+            k = 0
+            while k < m and b[j + k] == pat[k]:
+                k += 1
+            if k == m:
+                return True
+            j += 1
+    return False
+
+
+def any_in_ranges(b: np.ndarray, rel: np.ndarray, lens: np.ndarray, pattern: bytes) -> bool:
+    """Whether `pattern` occurs inside any of the byte ranges b[rel[i]:rel[i] + lens[i]]."""
+    if not len(rel) or not pattern:
+        return bool(len(rel)) and not pattern
+    return bool(_any_in_ranges(b, np.ascontiguousarray(rel, np.int64), np.ascontiguousarray(lens, np.int64),
+                               np.frombuffer(pattern, np.uint8).copy()))
+
