@@ -8,6 +8,9 @@ derived from the Construct declarations: rmqctl.formats.commitlog), run the stru
 operations and the body CRCs as one zlib pass per record. The first record any check rejects, and
 whatever ends the chain (BLANK, zeros, a record crossing the window), is handed to FileWalk, which
 classifies it exactly: both kernels must agree record for record (tests/test_scanvec.py).
+
+RMQCTL_KERNEL (rmqctl.kernels) may swap the per-window work for rmqctl.kernels.walk_nb, the same checks
+compiled by numba; the stop classification and SCHEDULE_TOPIC_XXXX records stay here for both.
 """
 from __future__ import annotations
 
@@ -148,23 +151,31 @@ def _chain(raw, b: np.ndarray, start: int, limit: int) -> np.ndarray:
     return P
 
 
-def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *, check_crc: bool = True,
-                check_phys: bool = True, check_prop_crc: bool = True, window: int = WINDOW,
-                path: str = "", buf: bytearray | None = None) -> tuple[Batch, int, Stop | None]:
-    """Valid records from `pos` within one window. Returns (batch, next_pos, stop): stop is None when the
-    walk should continue at next_pos with the next window, else where and why it ended (as FileWalk).
+def _kernel():
+    """The compiled kernel (RMQCTL_KERNEL, rmqctl.kernels), or None for this module's numpy kernel."""
+    from rmqctl.kernels import walk_kernel
 
-    `buf`: read into this buffer instead of a new bytes object (no page faults for a fresh 8 MiB each
-    window: measured 0.33 -> 0.15 s per GiB). The Batch then refers to it (raw is the bytearray, its
-    slices are bytearrays) and is only valid until the buffer is reused."""
-    n = min(window, end - pos)
-    if buf is not None and 0 < n <= len(buf):
-        nraw = os.preadv(fd, [memoryview(buf)[:n]], pos)
-        raw = buf
-    else:
-        raw = os.pread(fd, n, pos) if n > 0 else b""
-        nraw = len(raw)
-    b = np.frombuffer(raw, np.uint8, nraw)
+    return walk_kernel()
+
+
+def _schedule_cut(fd, file_start, file_size, pos, end, path, raw, P, topic_rel, tlen, k) -> int:
+    """SCHEDULE_TOPIC_XXXX records need their DELAY to parse: FileWalk's rule decides each of the first k;
+    the first it rejects ends the batch (both kernels)."""
+    sched = np.flatnonzero(tlen[:k] == len(_SCHED))
+    for i in sched.tolist():
+        a = int(topic_rel[i])
+        if raw[a:a + len(_SCHED)] == _SCHED:
+            w = FileWalk(fd, file_start, file_size, pos + int(P[i]), end, check_crc=False,
+                         check_phys=False, check_prop_crc=False, path=path, window=_ONE)
+            if next(iter(w), None) is None:
+                return i
+    return k
+
+
+def _walk_numpy(fd, file_start, file_size, pos, end, path, raw, b, nraw, check_crc, check_phys,
+                check_prop_crc) -> Batch:
+    """The numpy kernel: the valid records of the window as one Batch (the first record a check
+    rejects and everything after it left out)."""
     P = _chain(raw, b, 0, nraw) if nraw >= 8 else np.empty(0, np.int64)
     k = len(P)     # records accepted so far; every check below can only shorten the prefix
     if k:
@@ -240,17 +251,8 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
                     pcrc[i] = -1 if r is None else int(r)
                 if check_prop_crc and (pcrc[:k] == 0).any():
                     k = int(np.argmax(pcrc[:k] == 0))
-        # SCHEDULE_TOPIC_XXXX records need their DELAY to parse: hand them to FileWalk's rule
         if k:
-            sched = np.flatnonzero(tlen[:k] == len(_SCHED))
-            for i in sched.tolist():
-                a = int(topic_rel[i])
-                if raw[a:a + len(_SCHED)] == _SCHED:
-                    w = FileWalk(fd, file_start, file_size, pos + int(P[i]), end, check_crc=False,
-                                 check_phys=False, check_prop_crc=False, path=path, window=_ONE)
-                    if next(iter(w), None) is None:
-                        k = i
-                        break
+            k = _schedule_cut(fd, file_start, file_size, pos, end, path, raw, P, topic_rel, tlen, k)
         sl = slice(0, k)
         batch = Batch(raw, pos, file_start, P[sl], tot[sl], magic[sl], crc[sl], R["queue_id"][sl].astype(np.int64),
                       R["flag"][sl].astype(np.int64), R["queue_offset"][sl].astype(np.int64), phys[sl], sysf[sl],
@@ -261,6 +263,36 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
         e = np.empty(0, np.int64)
         batch = Batch(raw, pos, file_start, P, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e,
                       np.empty(0, np.int8))
+    return batch
+
+
+def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *, check_crc: bool = True,
+                check_phys: bool = True, check_prop_crc: bool = True, window: int = WINDOW,
+                path: str = "", buf: bytearray | None = None) -> tuple[Batch, int, Stop | None]:
+    """Valid records from `pos` within one window. Returns (batch, next_pos, stop): stop is None when the
+    walk should continue at next_pos with the next window, else where and why it ended (as FileWalk).
+
+    `buf`: read into this buffer instead of a new bytes object (no page faults for a fresh 8 MiB each
+    window: measured 0.33 -> 0.15 s per GiB). The Batch then refers to it (raw is the bytearray, its
+    slices are bytearrays) and is only valid until the buffer is reused."""
+    n = min(window, end - pos)
+    if buf is not None and 0 < n <= len(buf):
+        nraw = os.preadv(fd, [memoryview(buf)[:n]], pos)
+        raw = buf
+    else:
+        raw = os.pread(fd, n, pos) if n > 0 else b""
+        nraw = len(raw)
+    b = np.frombuffer(raw, np.uint8, nraw)
+    kern = _kernel()
+    if kern is not None:
+        P, cols, pcrc, k = kern.walk(b, nraw, file_start + pos, check_phys, check_crc, check_prop_crc)
+        if k:
+            k = _schedule_cut(fd, file_start, file_size, pos, end, path, raw, P, cols[14], cols[15], k)
+        batch = Batch(raw, pos, file_start, P[:k], *(c[:k] for c in cols), pcrc[:k])
+    else:
+        batch = _walk_numpy(fd, file_start, file_size, pos, end, path, raw, b, nraw, check_crc, check_phys,
+                            check_prop_crc)
+    P, tot = batch.rel, batch.total_size
     nxt = pos + (int(P[-1] + tot[-1]) if len(P) else 0)
     # What ends the chain: FileWalk decides (exact classification), on one record.
     if nxt >= end:
@@ -289,3 +321,9 @@ def walk_file(fd: int, file_start: int, file_size: int, start: int = 0, end: int
         need = int.from_bytes(os.pread(fd, 4, nxt), "big", signed=True)
         win = max(window, need)
         pos = nxt
+
+
+try:    # load the compiled kernel now: forked workers (verify -j, rebuild -j) inherit it
+    _kernel()
+except Exception:   # noqa: BLE001 -- an unusable kernel is reported by the first walk (UsageError)
+    pass

@@ -125,6 +125,9 @@ def cli():
 def run_cli(*args, input=None, timeout=120, env=None) -> subprocess.CompletedProcess:
     """Run `python -m rmqctl` as a real process (real exit codes, signals, pipes)."""
     e = dict(os.environ, NO_COLOR="1", COLUMNS="120")
+    # each process would pay numba's kernel load (~0.7 CPU s): console-script runs use the numpy kernel unless
+    # the test (or the caller's environment) picks one; in-process runs keep the default (tests/kernel_params.py)
+    e.setdefault("RMQCTL_KERNEL", "numpy")
     if env:
         e.update(env)
     return subprocess.run([sys.executable, "-m", "rmqctl", *map(str, args)], capture_output=True,

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import faultlib as F
 from conftest import FIXTURES
+from kernel_params import kernel  # noqa: F401  -- the end-to-end comparisons run with each kernel
 from rmqctl import dispatch as D
 from rmqctl.formats.properties import parse_properties
 from rmqctl.repair import vecdispatch as VD
@@ -338,7 +339,7 @@ def tricky_store(root: Path) -> Path:
 
 
 @pytest.mark.parametrize("what", ["cq", "index"])
-def test_batch_path_equals_per_record_path_on_tricky_records(tmp_path, what):
+def test_batch_path_equals_per_record_path_on_tricky_records(tmp_path, what, kernel):
     root = tricky_store(tmp_path / "s" / "store")
     conf = root.parent / "manifest.json"
     a = _staged(root, what, conf, legacy=True, tmp=tmp_path)
@@ -353,7 +354,7 @@ FIX = sorted(p.parent for p in (FIXTURES / "stores").glob("*/manifest.json")
 
 
 @pytest.mark.parametrize("fixture", FIX, ids=lambda p: p.name)
-def test_batch_path_equals_per_record_path_on_fixtures(tmp_path, fixture):
+def test_batch_path_equals_per_record_path_on_fixtures(tmp_path, fixture, kernel):
     F.copy_store(fixture, tmp_path / fixture.name)
     root = tmp_path / fixture.name / "store"
     conf = tmp_path / fixture.name / "manifest.json"
@@ -403,8 +404,9 @@ def test_last_nonzero_equals_the_kernel_helper(tmp_path, layout):
 
 
 @pytest.mark.parametrize("lengths", [[0, 1, 2, 56, 56, 32], list(range(0, 300, 3)), [9000, 1, 20000]])
-def test_hash_ranges_both_layouts_equal_java_hash(lengths):
-    """Few lengths (matrix product) and many or long ones (reduceat) give String.hashCode."""
+def test_hash_ranges_both_layouts_equal_java_hash(lengths, kernel):
+    """Few lengths (matrix product) and many or long ones (reduceat) give String.hashCode; so does the
+    numba kernel's loop."""
     import random
 
     from rmqctl.formats.index import java_string_hash

@@ -1,12 +1,13 @@
-"""The batch kernel (rmqctl.scanvec) agrees with the record-at-a-time kernel (rmqctl.scan.FileWalk)
-record for record and on where and why a walk stops: on every broker-written file, with small windows
-(records crossing window edges), and under random damage."""
+"""The batch kernels (rmqctl.scanvec's numpy kernel, rmqctl.kernels' numba one) agree with the
+record-at-a-time kernel (rmqctl.scan.FileWalk) record for record and on where and why a walk stops: on
+every broker-written file, with small windows (records crossing window edges), and under random damage."""
 import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import FIXTURES, REAL_WORLD, real_world_glob
+from kernel_params import kernel  # noqa: F401  -- every test here runs with each kernel
 from rmqctl.scan import FileWalk
 from rmqctl.scanvec import walk_file
 
@@ -52,7 +53,7 @@ FILES = commitlogs()
 
 @pytest.mark.parametrize("path", FILES, ids=[str(p).split("/")[-4] + "/" + p.name for p in FILES])
 @pytest.mark.parametrize("window", [700, 4096, 1 << 20])
-def test_agrees_on_broker_files(path, window):
+def test_agrees_on_broker_files(path, window, kernel):
     ref, rstop, got, gstop = both(path, window=window)
     assert got == ref
     assert (gstop.kind, gstop.offset) == (rstop.kind, rstop.offset)
@@ -64,7 +65,7 @@ SRC = REAL_WORLD / "apache__rocketmq/store/commitlog/00000000000000000000"
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 8191), st.integers(1, 255)), min_size=0, max_size=6),
        st.integers(200, 8192), st.sampled_from([300, 1000, 8192]), st.booleans())
-def test_agrees_under_damage(tmp_path, flips, cut, window, phys):
+def test_agrees_under_damage(tmp_path, kernel, flips, cut, window, phys):
     data = bytearray(SRC.read_bytes())
     for pos, x in flips:
         data[pos] ^= x

@@ -106,6 +106,9 @@ def run(argv=None) -> int:
     from rmqctl.terminal import StdoutClosed, escape
 
     try:
+        from rmqctl.kernels import check_env
+
+        check_env()     # RMQCTL_KERNEL: an unknown value is a usage error before anything runs
         rv = cli.main(args=argv, prog_name="rmqctl", standalone_mode=False)
         if isinstance(rv, int):
             return rv

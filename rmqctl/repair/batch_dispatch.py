@@ -79,7 +79,7 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
         if skip is not None:
             rows = skip.drop(rows, tids, topics)
         multi = None
-        if len(rows) and VD.has_multi_dispatch(bt) and D.multi_dispatch_on(store.config):
+        if len(rows) and _may_multi_dispatch(bt) and D.multi_dispatch_on(store.config):
             props = VD.Props(bt)
             multi = VD.multi_targets(bt, props, rows, tids, topics, D.lmq_on(store.config))
         if multi is not None:
@@ -132,6 +132,22 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                 props = VD.Props(bt)
             item_row, item_hash = VD.index_items(bt, props, tids, topics, rows)
             rebuilder.dispatch_many(offs[rows], bt.store_timestamp[rows], item_row, item_hash)
+
+
+def _may_multi_dispatch(bt) -> bool:
+    """Whether any record may carry multi-dispatch offsets, a prefilter before VD.multi_targets: the numba
+    kernel searches the properties fields only (where VD.multi_targets looks), the numpy one the window."""
+    from rmqctl.kernels import dispatch_kernel
+
+    nbk = dispatch_kernel()
+    if nbk is None:
+        from rmqctl.repair import vecdispatch as VD
+
+        return VD.has_multi_dispatch(bt)
+    import numpy as np
+
+    return nbk.any_in_ranges(np.frombuffer(bt.raw, np.uint8), bt.props_rel, bt.props_length,
+                             D.MULTI_OFFSET_PROPERTY)
 
 
 def _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, staging, topic, queue,

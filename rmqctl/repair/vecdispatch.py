@@ -183,6 +183,11 @@ def hash_ranges(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray):
     Ranges of one length L are rows of a matrix (strided gather) hashed by one float64 matrix-vector
     product with 31^(L-1-j) mod 2^32: every term is < 2^39 and L <= 8192 terms stay below 2^53, so
     the float sum is the exact integer. Other cases: per byte, summed with np.add.reduceat."""
+    from rmqctl.kernels import dispatch_kernel
+
+    nbk = dispatch_kernel()        # the numba kernel's compiled loop (RMQCTL_KERNEL)
+    if nbk is not None:
+        return nbk.hash_ranges(buf, starts, lens)
     n = len(starts)
     h = np.zeros(n, np.uint64)
     ascii_ok = np.ones(n, bool)

@@ -1,0 +1,104 @@
+"""Which record kernel the batch passes use: RMQCTL_KERNEL=auto|numba|numpy.
+
+``numpy``: rmqctl.scanvec's array kernel (always there). ``numba``: the same walk compiled by numba
+(rmqctl.kernels.walk_nb), installed with the `fast` extra. ``auto`` (the default): numba when it imports
+and its on-disk compile cache has a writable home, else numpy, silently. Nothing here imports numpy or
+numba: ``check_env`` runs on every command and costs one dictionary lookup.
+
+The compile cache: NUMBA_CACHE_DIR as the user set it, else $XDG_CACHE_HOME/rmqctl/numba (default
+~/.cache/rmqctl/numba), set before numba is first imported. The first batch pass compiles the kernel
+(seconds) and stores it there; later processes load it.
+"""
+from __future__ import annotations
+
+import os
+
+from rmqctl.errors import UsageError
+
+ENV = "RMQCTL_KERNEL"
+CHOICES = ("auto", "numba", "numpy")
+_loaded: dict = {}
+
+
+def requested() -> str:
+    """The RMQCTL_KERNEL value (auto when unset or empty); UsageError (exit 2) for an unknown one."""
+    v = os.environ.get(ENV, "").strip().lower() or "auto"
+    if v not in CHOICES:
+        raise UsageError(f"unknown kernel {os.environ.get(ENV)!r} (use one of: {', '.join(CHOICES)})",
+                         field=ENV)
+    return v
+
+
+def check_env() -> None:
+    """RMQCTL_KERNEL names a kernel, and numba is installed when it is asked for by name (a usage error
+    before the command runs, not at its first batch); numba is looked up, not imported."""
+    if requested() == "numba" and not _installed("numba"):
+        raise UsageError(_NEEDS_NUMBA, field=ENV)
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+_NEEDS_NUMBA = ("the numba kernel needs numba (pip install 'rmqctl[fast]') and a writable cache directory "
+                "(NUMBA_CACHE_DIR)")
+
+
+def cache_dir() -> str | None:
+    """A writable directory for numba's compile cache (NUMBA_CACHE_DIR when set, else rmqctl's own), or None
+    (then numba is not used: without a cache it would compile in every process and warn about it)."""
+    d = os.environ.get("NUMBA_CACHE_DIR")
+    if not d:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = os.path.join(base, "rmqctl", "numba")
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError:
+        return None
+    return d if os.access(d, os.W_OK | os.X_OK) else None
+
+
+def walk_kernel():
+    """The compiled window walk (rmqctl.kernels.walk_nb.Kernel) when the numba kernel is selected and
+    loads, else None (the numpy kernel). RMQCTL_KERNEL=numba with numba missing is a usage error."""
+    want = requested()
+    if want == "numpy":
+        return None
+    if want in _loaded:
+        return _loaded[want]
+    k = None
+    d = cache_dir()
+    if d is not None:
+        os.environ.setdefault("NUMBA_CACHE_DIR", d)
+        try:
+            from rmqctl.kernels import walk_nb
+
+            k = walk_nb.Kernel()
+        except Exception:   # noqa: BLE001 -- numba missing, or unusable with this numpy/CPU: the numpy kernel
+            k = None
+    if k is None and want == "numba":
+        raise UsageError(_NEEDS_NUMBA, field=ENV)
+    _loaded[want] = k
+    return k
+
+
+def dispatch_kernel():
+    """rmqctl.kernels.dispatch_nb (compiled dispatch helpers) when the numba kernel is in use, else None."""
+    if walk_kernel() is None:
+        return None
+    k = _loaded.get("dispatch")
+    if k is None:
+        from rmqctl.kernels import dispatch_nb as k
+
+        _loaded["dispatch"] = k
+    return k
+
+
+def name() -> str:
+    """The kernel a batch pass uses now: 'numba' or 'numpy'."""
+    return "numpy" if walk_kernel() is None else "numba"
