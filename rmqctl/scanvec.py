@@ -151,10 +151,12 @@ def _chain(raw, b: np.ndarray, start: int, limit: int) -> np.ndarray:
     return P
 
 
-def _kernel():
-    """The compiled kernel (RMQCTL_KERNEL, rmqctl.kernels), or None for this module's numpy kernel."""
-    from rmqctl.kernels import walk_kernel
+def _kernel(n: int):
+    """The compiled kernel (RMQCTL_KERNEL, rmqctl.kernels), or None for this module's numpy kernel; n: the
+    bytes of the window about to be walked (auto loads numba only once a process has walked enough)."""
+    from rmqctl.kernels import note_walked, walk_kernel
 
+    note_walked(n)
     return walk_kernel()
 
 
@@ -283,7 +285,7 @@ def walk_window(fd: int, file_start: int, file_size: int, pos: int, end: int, *,
         raw = os.pread(fd, n, pos) if n > 0 else b""
         nraw = len(raw)
     b = np.frombuffer(raw, np.uint8, nraw)
-    kern = _kernel()
+    kern = _kernel(nraw)
     if kern is not None:
         P, cols, pcrc, k = kern.walk(b, nraw, file_start + pos, check_phys, check_crc, check_prop_crc)
         if k:
@@ -323,7 +325,7 @@ def walk_file(fd: int, file_start: int, file_size: int, start: int = 0, end: int
         pos = nxt
 
 
-try:    # load the compiled kernel now: forked workers (verify -j, rebuild -j) inherit it
-    _kernel()
+try:    # load the compiled kernel now when asked for by name: forked workers (verify -j, rebuild -j) inherit it
+    _kernel(0)
 except Exception:   # noqa: BLE001 -- an unusable kernel is reported by the first walk (UsageError)
     pass

@@ -175,7 +175,11 @@ def test_selection_and_unknown_value(monkeypatch, tmp_path):
     monkeypatch.setenv("RMQCTL_KERNEL", "NUMBA")
     assert kernels.name() == "numba"
     monkeypatch.setenv("RMQCTL_KERNEL", "")
-    assert kernels.name() == "numba"            # auto: numba when it imports
+    monkeypatch.setattr(kernels, "_walked", [0])
+    monkeypatch.setattr(kernels, "_loaded", {})
+    assert kernels.name() == "numpy"            # auto: numpy until the process has walked AUTO_AFTER bytes,
+    kernels.note_walked(kernels.AUTO_AFTER)
+    assert kernels.name() == "numba"            # then numba when it imports
     monkeypatch.setenv("RMQCTL_KERNEL", "fortran")
     r = subprocess.run([sys.executable, "-m", "rmqctl", "verify", str(tmp_path)], capture_output=True, text=True,
                        env={**os.environ, "RMQCTL_KERNEL": "fortran"})
@@ -190,7 +194,7 @@ def test_without_numba(tmp_path):
     (tmp_path / "commitlog").mkdir()
     (tmp_path / "commitlog" / "00000000000000000000").write_bytes(BASES["real"])
     code = ("import sys; sys.modules['numba'] = None; from rmqctl import kernels; from rmqctl.cli import run; "
-            "print(kernels.name()); sys.stdout.flush(); sys.exit(int(run(['verify', sys.argv[1]])))")
+            "kernels.note_walked(kernels.AUTO_AFTER); print(kernels.name()); sys.stdout.flush(); sys.exit(int(run(['verify', sys.argv[1]])))")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
                        env={**os.environ, "RMQCTL_KERNEL": "auto"})
     assert r.stdout.splitlines()[0] == "numpy" and r.returncode in (0, 4) and "numba" not in r.stderr, r.stderr
@@ -219,7 +223,8 @@ def test_no_writable_cache_falls_back_to_numpy_silently(tmp_path):
     (tmp_path / "file").write_bytes(b"")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env.update(XDG_CACHE_HOME=str(tmp_path / "file"), RMQCTL_KERNEL="auto")
-    code = "import sys; from rmqctl import kernels; print(kernels.name(), 'numba' in sys.modules)"
+    code = ("import sys; from rmqctl import kernels; kernels.note_walked(kernels.AUTO_AFTER); "
+            "print(kernels.name(), 'numba' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert (r.returncode, r.stdout, r.stderr) == (0, "numpy False\n", "")
 
