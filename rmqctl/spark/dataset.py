@@ -288,7 +288,7 @@ def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> l
         mode = "pread" if (ref.local and io in ("auto", "pread")) else "binaryfiles"
         base = config or StoreConfig()
         if ref.local:
-            store = Store.open(ref.local, base)
+            store = Store.open(ref.local, base, rocksdb=True)     # storeType=defaultRocksDB: its commitlog is files
             cfg = store.config
             if mode == "pread":
                 files = [(str(f.path), f.start, f.size) for f in store.commitlog.files]
@@ -296,6 +296,10 @@ def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> l
                 files = [("file://" + str(f.path), f.start, f.size) for f in store.commitlog.files]
             co = store.config_dir / "consumerOffset.json"
             offsets = _small_file(co, store.root)
+            if offsets is None and store.engine == "rocksdb":
+                from rmqctl.engine_records import rocksdb_consumer_offsets
+
+                offsets = rocksdb_consumer_offsets(store.root)
         else:
             cfg = base
             files = _hadoop_list(spark, ref.uri + "/commitlog")
@@ -530,6 +534,14 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
     path the Spark tasks run, one file after another in this process, stopping where
     CommitLog.records(stop_at_bad=True) stops (only a BLANK continues at the next file). `scan`, when
     given, receives {"bytes", "summary" (like Dataset.last_summary[name]), "consumer_offsets"}."""
+    from rmqctl.engine_records import dledger_dir
+
+    if dledger_dir(store_path) is not None:      # DLedger commitlog: the messages its entries wrap
+        from rmqctl.engine_records import dledger_local_batches
+
+        yield from dledger_local_batches(store_path, name=name, config=config, flt=flt, body=body, columns=columns,
+                                         check_crc=check_crc, scan=scan, progress=progress)
+        return
     from rmqctl.scan import BLANK_RECORD
     from rmqctl.spark.batches import split_arrow
     from rmqctl.store.layout import Store

@@ -1,0 +1,263 @@
+"""Message sources for the store engines whose commitlog is not a plain file queue, in the shapes stats,
+export and salvage consume.
+
+DLedger (enableDLegerCommitLog=true): every message record sits inside a DLedger entry, at entry pos + 48
+(rmqctl.store.dledger). The entries are walked as DLedger's recovery walks them; the records they wrap are
+decoded by the same batch kernel as commitlog records (rmqctl.scanvec), over the wrapped records laid end to
+end, and each row's physical_offset is the entry's message offset (what the broker's consume queue holds).
+The walk ends at the entry log's end, or at the first wrapped record that fails the commitlog record checks
+(like CommitLog.records(stop_at_bad=True)).
+
+RocksDB consume queues (storeType=defaultRocksDB): the commitlog is a plain file queue; what differs is where
+the queues and the committed offsets live (rmqctl.store.rocksdb_cq).
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def dledger_dir(store_root) -> Path | None:
+    from rmqctl.store.dledger import find
+
+    return find(store_root)
+
+
+def _open_store(store_path, config):
+    from rmqctl.store.dledger import READING
+    from rmqctl.store.layout import Store
+
+    token = READING.set(True)
+    try:
+        return Store.open(store_path, config)
+    finally:
+        READING.reset(token)
+
+
+def _entry_batch_type():
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from rmqctl.scanvec import Batch
+
+    @dataclass
+    class EntryBatch(Batch):
+        """A kernel Batch over wrapped records laid end to end; `offset` is each record's place in the DLedger
+        data files (entry pos + 48), not its place in the compacted buffer."""
+
+        entry_offset: np.ndarray = None
+
+        @property
+        def offset(self):
+            return self.entry_offset
+
+    return EntryBatch
+
+
+_EB = None
+
+
+def dledger_kernel_batches(store_root, *, check_crc: bool = True, check_prop_crc: bool = True, info: dict | None = None,
+                           progress=None):
+    """Kernel Batches of the messages a DLedger log wraps, in entry order. `info` receives {"files", "stop",
+    "entries"}: stop None while the walk is normal, else {"kind", "offset", "detail"}."""
+    global _EB
+    import numpy as np
+
+    from rmqctl.scanvec import walk_file
+    from rmqctl.spark.batches import memory_fd
+    from rmqctl.store import dledger as dl
+
+    if _EB is None:
+        _EB = _entry_batch_type()
+    info = {} if info is None else info
+    info.update({"files": 0, "stop": None, "entries": 0})
+    log = dl.DLedgerLog.open(dl.find(store_root))
+    box: list = []
+    by_file: dict = {}
+    order = []
+    for e, _ in log.walk(box):
+        lst = by_file.get(e.path)
+        if lst is None:
+            lst = by_file[e.path] = []
+            order.append(e.path)
+        lst.append(e)
+    st = box[0] if box else None
+    sizes = {f.path: f.size for f in log.data}
+    for path in order:
+        entries = by_file[path]
+        info["files"] += 1
+        info["entries"] += len(entries)
+        fstart = int(path.name)
+        with open(path, "rb") as fh:
+            data = fh.read()
+        rels = np.array([e.pos - fstart + 48 for e in entries], np.int64)
+        lens = np.array([e.body_length for e in entries], np.int64)
+        cstart = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+        mv = memoryview(data)
+        compact = b"".join(mv[r:r + n] for r, n in zip(rels.tolist(), lens.tolist()))
+        msg_off = rels + fstart
+        fd = memory_fd(compact)
+        bad = None
+        try:
+            gen = walk_file(fd, 0, len(compact), check_crc=check_crc, check_phys=False,
+                            check_prop_crc=check_prop_crc, path=str(path))
+            while True:
+                try:
+                    bt = next(gen)
+                except StopIteration as stop_:
+                    kst = stop_.value
+                    break
+                at = bt.win_pos + bt.rel
+                j = np.searchsorted(cstart, at)
+                jc = np.minimum(j, len(cstart) - 1)
+                ok = (j < len(cstart)) & (cstart[jc] == at) & (lens[jc] == bt.total_size)
+                ok &= bt.physical_offset == msg_off[jc]
+                k = len(at) if ok.all() else int(np.argmin(ok))
+                if k:
+                    keep = np.arange(len(at)) < k
+                    sub = _take_batch(bt, keep)
+                    yield _EB(**{f: getattr(sub, f) for f in sub.__dataclass_fields__}, entry_offset=msg_off[jc][:k])
+                if k < len(at):
+                    i = int(jc[k])
+                    bad = {"kind": "dledger_message", "offset": int(msg_off[i]),
+                           "detail": f"the message in entry {entries[i].index} is not the record the entry holds "
+                                     "(size or physical offset differs)"}
+                    break
+            if bad is None and kst is not None and kst.kind not in ("end",):
+                i = int(min(np.searchsorted(cstart, kst.pos, "right") - 1, len(cstart) - 1))
+                bad = {"kind": kst.kind, "offset": int(msg_off[max(i, 0)]),
+                       "detail": f"the message in entry {entries[max(i, 0)].index}: {kst.detail or kst.kind}"}
+        finally:
+            os.close(fd)
+        if progress is not None:
+            progress(sizes.get(path, len(data)))
+        if bad is not None:
+            info["stop"] = bad
+            return
+    if st is not None and not st.normal:
+        info["stop"] = {"kind": "dledger " + st.kind, "offset": st.offset, "detail": st.detail}
+
+
+def _take_batch(bt, keep):
+    from rmqctl.spark.batches import _take
+
+    return bt if keep.all() else _take(bt, keep)
+
+
+def dledger_local_batches(store_path, *, name="store", config=None, flt=None, body=False, columns=None,
+                          check_crc=True, scan: dict | None = None, progress=None):
+    """rmqctl.spark.dataset.local_batches for a DLedger store: Arrow RecordBatches of the wrapped messages."""
+    from rmqctl.spark.batches import to_arrow
+    from rmqctl.spark.dataset import _small_file, message_columns
+
+    store = _open_store(store_path, config)
+    delay = tuple(store.config.delay_levels)
+    cols = message_columns(columns, body)
+    info: dict = {}
+    if scan is not None:
+        log_dir = dledger_dir(store.root)
+        scan["bytes"] = sum(p.stat().st_size for p in (log_dir / "data").iterdir() if p.is_file())
+        scan["consumer_offsets"] = _small_file(store.config_dir / "consumerOffset.json", store.root)
+        scan["summary"] = info
+    for bt in dledger_kernel_batches(store.root, check_crc=check_crc, info=info, progress=progress):
+        rb = to_arrow(bt, name, delay, crc_checked=check_crc, columns=cols, flt=flt, raw_body=body == "raw")
+        if rb is not None:
+            yield rb
+
+
+def dledger_records(store, start: int = 0):
+    """scan.Records of the messages a DLedger log wraps, from message offset `start` on (the salvage fallback
+    pass): each checked like a commitlog record; the walk ends at the first that is not sound."""
+    from rmqctl.store import dledger as dl
+
+    box: list = []
+    for e, rec, bad in dl.message_walk(dl.DLedgerLog.open(dl.find(store.root)), box, check_crc=False):
+        if bad is not None:
+            return
+        if e.message_offset >= start:
+            yield rec
+
+
+def commitlog_records(store, cl, start):
+    """The salvage fallback pass's records: the commitlog's, or the DLedger log's wrapped messages."""
+    if dledger_dir(store.root) is not None:
+        return dledger_records(store, start)
+    return cl.records(start=start, check_crc=False, check_phys=False, stop_at_bad=True)
+
+
+# --- RocksDB consume queues and offsets (storeType=defaultRocksDB) --------------------------------------------
+def rocksdb_consumer_offsets(store_root) -> bytes | None:
+    """consumerOffset.json's bytes from the RocksDB at config/consumerOffsets/ (None when there is none)."""
+    if not (Path(store_root) / "config" / "consumerOffsets" / "CURRENT").is_file():
+        return None
+    from rmqctl.store.rocksdb_cq import offsets_json
+
+    return offsets_json(store_root)
+
+
+def rocksdb_document(store_root, name: str) -> dict | None:
+    """The JSON file's document (consumerOffset, subscriptionGroup, topics) from its metadata RocksDB, or None."""
+    from rmqctl.store.rocksdb_cq import CONFIG_TABLES, config_document, is_rocksdb_dir
+
+    d = Path(store_root) / "config" / CONFIG_TABLES[name]
+    if not is_rocksdb_dir(d):
+        return None
+    return config_document(name, d)[0]
+
+
+class RocksQueues:
+    """load_queue for a RocksDB store: views sharing one opened consume-queue RocksDB."""
+
+    def __init__(self, store):
+        from rmqctl.store.rocksdb_cq import ConsumeQueues
+
+        self.cqs = ConsumeQueues.open(store.root, max(0, store.commitlog.min_offset))
+
+    def view(self, topic: str, queue_id: int):
+        cqs = self.cqs
+
+        class View:
+            files = [str(cqs.db.path)] if (topic, queue_id) in cqs.queues else []
+            min_offset = cqs.min_offset(topic, queue_id) if files else 0
+            max_offset = cqs.max_offset(topic, queue_id)
+            rocksdb = True
+
+            @staticmethod
+            def unit_at(q):
+                u = cqs.unit(topic, queue_id, q)
+                return None if u is None else (u.phy_offset, u.size, u.tags_code)
+
+            @staticmethod
+            def close():
+                pass
+
+        return View()
+
+    def close(self):
+        self.cqs.close()
+
+
+def refuse_spark(store_root) -> None:
+    """The Spark engine plans splits over commitlog files; a DLedger log is refused in one line (exit 8)."""
+    d = dledger_dir(store_root)
+    if d is not None:
+        from rmqctl.errors import UnsupportedStoreError
+
+        raise UnsupportedStoreError(f"DLedger commitlog ({d.name}/): the Spark engine does not read it; "
+                                    "use --engine local", path=store_root)
+
+
+@contextmanager
+def engine_reading(store_root):
+    """While open, a DLedger store reads as its entries' messages (rmqctl.store.dledger.READING)."""
+    from rmqctl.store.dledger import READING
+
+    token = READING.set(True) if dledger_dir(store_root) is not None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            READING.reset(token)
