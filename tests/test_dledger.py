@@ -104,9 +104,90 @@ def test_verify_clean_dump_names_the_engine(cli, name):
 
 def test_other_commands_refuse_in_one_line(cli):
     store = STORES / "dledger-v5" / "store"
-    for args in (["stats", "--engine", "local"], ["reclaim"], ["diff", STORES / "dledger-v4" / "store"]):
+    for args in (["stats"], ["reclaim"], ["diff", STORES / "dledger-v4" / "store"],
+                 ["export", "--out", "/nonexistent/x"], ["export", "--unconsumed", "--engine", "spark", "--out", "x"]):
         code, _, err = cli(args[0], store, *args[1:])
         assert code == 8 and "DLedger commitlog (dledger-n0/)" in err and len(err.strip().splitlines()) == 1, args
+    assert not Path("x").exists()
+
+
+# --- stats / export: the messages the entries wrap, judged by the broker's own read of every message -------------
+def _broker_rows(name):
+    return _manifest(name)["broker_view"]["messages"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stats_local_counts_and_max_offsets_are_the_broker_s(cli, name):
+    code, out, err = cli("stats", "--engine", "local", "--json", STORES / name / "store")
+    assert code == 0, err
+    res = json.loads(out)
+    view = _manifest(name)["broker_view"]
+    per_queue: dict = {}
+    for m in view["messages"]:
+        per_queue[(m["topic"], m["queue_id"])] = per_queue.get((m["topic"], m["queue_id"]), 0) + 1
+    got = {(q["topic"], q["queue_id"]): (q["messages"], q["max_offset"], q["bytes"]) for q in res["queues"]}
+    want = {(q["topic"], q["queue_id"]): (per_queue[(q["topic"], q["queue_id"])], q["max_offset"],
+                                          sum(m["size"] for m in view["messages"]
+                                              if (m["topic"], m["queue_id"]) == (q["topic"], q["queue_id"])))
+            for q in view["queues"]}
+    assert got == want and res["totals"]["messages"] == len(view["messages"]) > 20
+    assert res["scan"]["stops"][name]["stop"] is None and res["scan"]["stops"][name]["entries"] == len(
+        view["dledger"]["entries"])
+
+
+_FIELDS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "sys_flag", "flag", "body_crc",
+           "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+           "prepared_transaction_offset", "msg_id", "properties")
+
+
+def _as_broker(row):
+    return {k: row[k] for k in _FIELDS} | {"body_b64": row["body"]}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_export_local_is_the_broker_s_read_of_every_message(tmp_path, cli, name):
+    import base64
+
+    import pyarrow.parquet as pq
+
+    store = STORES / name / "store"
+    code, out, err = cli("export", "--engine", "local", "--format", "jsonl", "--out", tmp_path / "j", store)
+    assert code == 0 and "exported" in out, err
+    rows = [json.loads(x) for x in (tmp_path / "j" / "part-00000.json").read_text().splitlines()]
+    want = [{k: m[k] for k in _FIELDS} | {"body_b64": m["body_b64"]} for m in _broker_rows(name)]
+    assert [_as_broker(r) for r in rows] == want and len(want) > 20
+    assert all(r["body_crc_ok"] for r in rows)
+    code, _, err = cli("export", "--engine", "local", "--out", tmp_path / "p", store)
+    assert code == 0, err
+    t = pq.read_table(tmp_path / "p" / "part-00000.parquet").to_pylist()
+    for r in t:
+        r["properties"] = dict(r["properties"])
+        r["body"] = base64.b64encode(r["body"]).decode()
+    assert [_as_broker(r) for r in t] == want
+    # filters run on the same rows
+    code, out, err = cli("export", "--engine", "local", "--format", "jsonl", "--topic", "DlB", "--queue", "0",
+                         "--out", tmp_path / "f", store)
+    rows = [json.loads(x) for x in (tmp_path / "f" / "part-00000.json").read_text().splitlines()]
+    assert code == 0 and [r["physical_offset"] for r in rows] == [
+        m["physical_offset"] for m in _broker_rows(name) if (m["topic"], m["queue_id"]) == ("DlB", 0)], err
+
+
+def test_export_unconsumed_after_crash_places_the_tail_from_the_entry_log(tmp_path, cli):
+    """crash-dledger-v5: the consume queues hold 16 of the 30 messages; the rest come from the DLedger log."""
+    store = _copy("crash-dledger-v5", tmp_path)
+    (store / "config").mkdir()
+    (store / "config" / "consumerOffset.json").write_text(json.dumps({"offsetTable": {"CrashDl@G1": {"0": 3, "1": 14}}}))
+    code, out, err = cli("export", "--unconsumed", "--format", "jsonl", "--json", "--out", tmp_path / "u", store)
+    assert code == 0, err
+    res = json.loads(out)
+    assert {(q["queue_id"], q["from_consume_queue"], q["from_commitlog"], q["not_placed"]) for q in res["queues"]} \
+        == {(0, 5, 7, 0), (1, 0, 1, 0)}
+    rows = [json.loads(x) for x in (tmp_path / "u" / "part-00000.json").read_text().splitlines()]
+    want = [m for m in _broker_rows("crash-dledger-v5") if m["queue_offset"] >= {0: 3, 1: 14}[m["queue_id"]]]
+    key = lambda r: (r["queue_id"], r["queue_offset"])  # noqa: E731
+    assert sorted((_as_broker(r) for r in rows), key=key) == sorted(
+        ({k: m[k] for k in _FIELDS} | {"body_b64": m["body_b64"]} for m in want), key=key)
+    assert {r["group"] for r in rows} == {"G1"} and len(rows) == 13
 
 
 def _entries(log):

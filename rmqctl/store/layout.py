@@ -126,8 +126,9 @@ class Store:
             out.append("multi-path commitlog (storePathCommitLog lists several directories) is not supported")
         for p in self.root.iterdir() if self.root.is_dir() else []:
             if p.name.startswith("dledger") and not _dledger_reading():
-                out.append(f"DLedger commitlog ({p.name}/): only dump, verify, query and rebuild read "
-                           "it (recover says what DLedger's own recovery will do)")
+                out.append(f"DLedger commitlog ({p.name}/): this command does not read it (dump, verify, query, "
+                           "rebuild, stats/export --engine local and export --unconsumed do; recover says what "
+                           "DLedger's own recovery will do)")
         # rocksdb=True: the storeType=defaultRocksDB layouts rmqctl reads (consumequeue/CURRENT, config/<table>/CURRENT)
         # are not refused; other RocksDB-looking directories still are
         rocks_cq = self.root / "consumequeue" / "rocksdb"
