@@ -176,7 +176,8 @@ def test_export_unconsumed_after_crash_places_the_tail_from_the_entry_log(tmp_pa
     """crash-dledger-v5: the consume queues hold 16 of the 30 messages; the rest come from the DLedger log."""
     store = _copy("crash-dledger-v5", tmp_path)
     (store / "config").mkdir()
-    (store / "config" / "consumerOffset.json").write_text(json.dumps({"offsetTable": {"CrashDl@G1": {"0": 3, "1": 14}}}))
+    offsets = {"offsetTable": {"CrashDl@G1": {"0": 3, "1": 14}}}
+    (store / "config" / "consumerOffset.json").write_text(json.dumps(offsets))
     code, out, err = cli("export", "--unconsumed", "--format", "jsonl", "--json", "--out", tmp_path / "u", store)
     assert code == 0, err
     res = json.loads(out)
