@@ -138,7 +138,7 @@ def dledger_kernel_batches(store_root, *, check_crc: bool = True, check_prop_crc
             info["stop"] = bad
             return
     if st is not None and not st.normal:
-        info["stop"] = {"kind": "dledger " + st.kind, "offset": st.offset, "detail": st.detail}
+        info["stop"] = {"kind": "dledger_" + st.kind.replace(" ", "_"), "offset": st.offset, "detail": st.detail}
 
 
 def _take_batch(bt, keep):

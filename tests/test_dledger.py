@@ -356,3 +356,23 @@ def test_query_answers_as_the_broker(cli, name):
         _, out, _ = cli("query", store, "-t", msg["topic"], "--queue", msg["queue_id"], "--offset",
                            msg["queue_offset"], "--json")
         assert json.loads(out)["physical_offset"] == msg["physical_offset"]
+
+
+def test_stats_and_export_stop_where_the_log_or_a_wrapped_message_is_bad(tmp_path, cli):
+    """A torn last entry ends the log there (DLedger's recovery); a wrapped message with a wrong BODYCRC ends the
+    walk at that message (as CommitLog.records(stop_at_bad=True) does); both are named, never a traceback."""
+    store = _copy("dledger-v5", tmp_path)
+    torn = _tear_last(store)
+    code, out, err = cli("stats", "--engine", "local", "--json", store)
+    res = json.loads(out)
+    assert code == 0 and res["totals"]["messages"] == 32, err
+    stop = next(iter(res["scan"]["stops"].values()))["stop"]
+    assert stop["offset"] == torn.pos and stop["kind"] == "dledger_bad_size"
+    e = _bad_body(store, 20)
+    code, out, err = cli("stats", "--engine", "local", store)
+    assert code == 0 and f"ends at offset {e.message_offset}: bad_body_crc" in out and "messages: 20 " in out, out
+    code, out, err = cli("export", "--engine", "local", "--format", "jsonl", "--out", tmp_path / "x", store)
+    rows = (tmp_path / "x" / "part-00000.json").read_text().splitlines()
+    assert code == 0 and len(rows) == 20, err
+    code, out, err = cli("stats", "--engine", "local", "--no-crc", "--json", store)
+    assert json.loads(out)["totals"]["messages"] == 32
