@@ -62,19 +62,29 @@ def _topic(name: str) -> str:
     return {"dledger-v5": "DlA", "crash-dledger-v5": "CrashDl"}.get(name, "TopicA")
 
 
-def argv_for(path, cmd, name: str, store: Path, tmp: Path, export_dir: Path) -> list[str]:
+def choices(cmd) -> list:
+    """The values of a command's Choice argument (rebuild cq|index), each run; [None] when it has none."""
+    for p in cmd.params:
+        if isinstance(p, click.Argument) and isinstance(p.type, click.Choice):
+            return list(p.type.choices)
+    return [None]
+
+
+def argv_for(path, cmd, name: str, store: Path, tmp: Path, export_dir: Path, choice=None) -> list[str]:
     """Arguments for a command from its parameters' names: the store where one is wanted, small values for the
     other required ones (what a user would type on a store of this engine)."""
     topic = _topic(name)
     args: list[str] = []
     values = {"name": "topics", "path": "topicConfigTable." + topic, "value": "{}", "group": "GroupNew",
-              "topic": topic + "New", "what": "cq", "source": str(export_dir)}
+              "topic": topic + "New", "source": str(export_dir)}
     for p in cmd.params:
         if isinstance(p, click.Argument):
             if p.name in ("store", "target", "store_dir", "store_a", "store_b", "stores", "paths"):
                 args.append(str(store))
             elif p.name == "args":                       # config diff A B
                 args += [str(store), str(store)]
+            elif isinstance(p.type, click.Choice):
+                args.append(choice)
             elif p.name in values:
                 args.append(values[p.name])
             elif p.required:
@@ -160,13 +170,14 @@ def _run_all(cli, tmp_path):
         assert code == 0, err
         src = _template(cli, name, src, tmp_path / name / "_template")
         for path, cmd in cmds:
-            for mode in (["--json"] if _has_json(cmd) else []) + [None]:
-                work = tmp_path / name / ("_".join(path) + (mode or ""))
-                work.mkdir(parents=True)
-                store = _copy(src, work / "store")
-                argv = path + argv_for(path, cmd, name, store, work, export_dir) + ([mode] if mode else [])
-                code, out, err = cli(*argv)
-                results.append((name, path, mode, argv, code, out, err))
+            for choice in choices(cmd):
+                for mode in (["--json"] if _has_json(cmd) else []) + [None]:
+                    work = tmp_path / name / ("_".join(path) + (choice or "") + (mode or ""))
+                    work.mkdir(parents=True)
+                    store = _copy(src, work / "store")
+                    argv = path + argv_for(path, cmd, name, store, work, export_dir, choice) + ([mode] if mode else [])
+                    code, out, err = cli(*argv)
+                    results.append((name, path + ([choice] if choice else []), mode, argv, code, out, err))
     return results
 
 
@@ -226,7 +237,7 @@ def test_what_works_per_engine(surface):
         for c in ("dump", "verify", "query", "stats", "export", "replay"):
             assert (name, c) in works, (name, c)
     for name in ("dledger-v5", "crash-dledger-v5"):
-        assert (name, "rebuild") in works
+        assert (name, "rebuild cq") in works and (name, "rebuild index") in works
     for name in ("rocksdb-v5", "crash-rocksdb-v5"):
         assert (name, "config show") in works
 

@@ -135,7 +135,7 @@ class Store:
         cq_current = (self.root / "consumequeue" / "CURRENT").exists()
         if (self.root / "rocksdb").exists() or rocks_cq.exists() or (cq_current and not rocksdb):
             out.append("RocksDB consume queues (storeType=defaultRocksDB) are not supported by this command "
-                       "(dump, verify, query, stats --engine local and config show read them)")
+                       "(dump, verify, query, stats, export, export --unconsumed and config show read them)")
         for name in ("topics", "consumerOffsets", "subscriptionGroups"):
             d = self.config_dir / name
             if d.is_dir() and ((d / "CURRENT").exists() or any(d.glob("*.sst"))) and not (
