@@ -428,3 +428,16 @@ def test_spark_stats_and_export_read_the_rocksdb_store(tmp_path):
         assert res["messages"] == 17 and sorted(
             (r["topic"], r["queue_id"], r["queue_offset"], r["physical_offset"], r["size"], r["store_timestamp"])
             for r in t) == _units(name)
+        # export --unconsumed --engine spark: the committed offsets from the RocksDB, the same rows as the local engine
+        from rmqctl.salvage import export_local, export_spark
+        from rmqctl.store.layout import Store
+
+        store = Store.open(store_of(name), rocksdb=True)
+        sp = export_spark(Dataset.open(spark, refs), store, str(tmp_path / (name + "-u")), "parquet")
+        lo = export_local(store, str(tmp_path / (name + "-l")), "parquet")
+
+        def rows_of(d):
+            return sorted((r["group"], r["topic"], r["queue_id"], r["queue_offset"], r["physical_offset"])
+                          for r in pq.read_table(d).to_pylist())
+        assert sp["messages"] == lo["messages"] == 6 and rows_of(tmp_path / (name + "-u")) == rows_of(
+            tmp_path / (name + "-l"))
