@@ -67,7 +67,6 @@ def dledger_kernel_batches(store_root, *, check_crc: bool = True, check_prop_crc
     import numpy as np
 
     from rmqctl.scanvec import walk_file
-    from rmqctl.spark.batches import memory_fd
     from rmqctl.store import dledger as dl
 
     if _EB is None:
@@ -99,7 +98,7 @@ def dledger_kernel_batches(store_root, *, check_crc: bool = True, check_prop_crc
         mv = memoryview(data)
         compact = b"".join(mv[r:r + n] for r, n in zip(rels.tolist(), lens.tolist()))
         msg_off = rels + fstart
-        fd = memory_fd(compact)
+        fd = _memory_fd(compact)
         bad = None
         try:
             gen = walk_file(fd, 0, len(compact), check_crc=check_crc, check_phys=False,
@@ -142,30 +141,48 @@ def dledger_kernel_batches(store_root, *, check_crc: bool = True, check_prop_crc
 
 
 def _take_batch(bt, keep):
-    from rmqctl.spark.batches import _take
+    """The Batch restricted to the rows where keep is True (every array field compressed)."""
+    from dataclasses import fields, replace
 
-    return bt if keep.all() else _take(bt, keep)
+    import numpy as np
+
+    if keep.all():
+        return bt
+    return replace(bt, **{f.name: getattr(bt, f.name)[keep] for f in fields(bt)
+                          if isinstance(getattr(bt, f.name), np.ndarray)})
 
 
-def dledger_local_batches(store_path, *, name="store", config=None, flt=None, body=False, columns=None,
-                          check_crc=True, scan: dict | None = None, progress=None):
-    """rmqctl.spark.dataset.local_batches for a DLedger store: Arrow RecordBatches of the wrapped messages."""
-    from rmqctl.spark.batches import to_arrow
-    from rmqctl.spark.dataset import _small_file, message_columns
+def _memory_fd(data: bytes) -> int:
+    """An fd over bytes in memory, for the pread-based kernel."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("rmqctl-dledger")
+    else:
+        import tempfile
 
-    store = _open_store(store_path, config)
-    delay = tuple(store.config.delay_levels)
-    cols = message_columns(columns, body)
-    info: dict = {}
-    if scan is not None:
-        log_dir = dledger_dir(store.root)
-        scan["bytes"] = sum(p.stat().st_size for p in (log_dir / "data").iterdir() if p.is_file())
-        scan["consumer_offsets"] = _small_file(store.config_dir / "consumerOffset.json", store.root)
-        scan["summary"] = info
-    for bt in dledger_kernel_batches(store.root, check_crc=check_crc, info=info, progress=progress):
-        rb = to_arrow(bt, name, delay, crc_checked=check_crc, columns=cols, flt=flt, raw_body=body == "raw")
-        if rb is not None:
-            yield rb
+        with tempfile.TemporaryFile() as f:
+            fd = os.dup(f.fileno())
+    mv = memoryview(data)
+    done = 0
+    while done < len(mv):
+        done += os.write(fd, mv[done:done + (1 << 30)])
+    return fd
+
+
+def dledger_scan(store) -> dict:
+    """What local_batches' `scan` gets for a DLedger store, less the summary: data bytes, consumerOffset.json."""
+    from rmqctl.store.files import read_bytes, read_refusal
+
+    data = dledger_dir(store.root) / "data"
+    co = store.config_dir / "consumerOffset.json"
+    offsets = None
+    if co.exists() and not read_refusal(co, store.root):
+        offsets = read_bytes(co, store.root)
+    return {"bytes": sum(p.stat().st_size for p in data.iterdir() if p.is_file()), "consumer_offsets": offsets}
+
+
+def open_store(store_path, config=None):
+    """Store.open of a DLedger store (its consume queues, config and checkpoint are files)."""
+    return _open_store(store_path, config)
 
 
 def dledger_records(store, start: int = 0):

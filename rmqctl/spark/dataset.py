@@ -537,10 +537,7 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
     from rmqctl.engine_records import dledger_dir
 
     if dledger_dir(store_path) is not None:      # DLedger commitlog: the messages its entries wrap
-        from rmqctl.engine_records import dledger_local_batches
-
-        yield from dledger_local_batches(store_path, name=name, config=config, flt=flt, body=body, columns=columns,
-                                         check_crc=check_crc, scan=scan, progress=progress)
+        yield from _dledger_batches(store_path, name, config, flt, body, columns, check_crc, scan, progress)
         return
     from rmqctl.scan import BLANK_RECORD
     from rmqctl.spark.batches import split_arrow
@@ -577,6 +574,24 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
             info["stop"] = {"kind": status.kind, "file_start": f.start, "offset": f.start + status.end_pos,
                             "detail": status.detail}
             return
+
+
+def _dledger_batches(store_path, name, config, flt, body, columns, check_crc, scan, progress):
+    """local_batches of a DLedger store: the wrapped messages' kernel Batches (rmqctl.engine_records) as rows."""
+    from rmqctl import engine_records as er
+    from rmqctl.spark.batches import to_arrow
+
+    store = er.open_store(store_path, config)
+    delay = tuple(store.config.delay_levels)
+    cols = message_columns(columns, body)
+    info: dict = {}
+    if scan is not None:
+        scan.update(er.dledger_scan(store))
+        scan["summary"] = info
+    for bt in er.dledger_kernel_batches(store.root, check_crc=check_crc, info=info, progress=progress):
+        rb = to_arrow(bt, name, delay, crc_checked=check_crc, columns=cols, flt=flt, raw_body=body == "raw")
+        if rb is not None:
+            yield rb
 
 
 def _small_file(path, root):
