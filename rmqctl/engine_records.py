@@ -75,28 +75,18 @@ def dledger_kernel_batches(store_root, *, check_crc: bool = True, check_prop_crc
     info.update({"files": 0, "stop": None, "entries": 0})
     log = dl.DLedgerLog.open(dl.find(store_root))
     box: list = []
-    by_file: dict = {}
-    order = []
-    for e, _ in log.walk(box):
-        lst = by_file.get(e.path)
-        if lst is None:
-            lst = by_file[e.path] = []
-            order.append(e.path)
-        lst.append(e)
-    st = box[0] if box else None
-    sizes = {f.path: f.size for f in log.data}
-    for path in order:
-        entries = by_file[path]
-        info["files"] += 1
+    seen = set()
+    for path, entries, bodies in _by_file(log, box):
+        if path not in seen:
+            seen.add(path)
+            info["files"] += 1
         info["entries"] += len(entries)
         fstart = int(path.name)
-        with open(path, "rb") as fh:
-            data = fh.read()
         rels = np.array([e.pos - fstart + 48 for e in entries], np.int64)
         lens = np.array([e.body_length for e in entries], np.int64)
         cstart = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
-        mv = memoryview(data)
-        compact = b"".join(mv[r:r + n] for r, n in zip(rels.tolist(), lens.tolist()))
+        compact = b"".join(bodies)
+        del bodies
         msg_off = rels + fstart
         fd = _memory_fd(compact)
         bad = None
@@ -132,12 +122,32 @@ def dledger_kernel_batches(store_root, *, check_crc: bool = True, check_prop_crc
         finally:
             os.close(fd)
         if progress is not None:
-            progress(sizes.get(path, len(data)))
+            progress(sum(e.size for e in entries))
         if bad is not None:
             info["stop"] = bad
             return
+    st = box[0] if box else None
     if st is not None and not st.normal:
         info["stop"] = {"kind": "dledger_" + st.kind.replace(" ", "_"), "offset": st.offset, "detail": st.detail}
+
+
+CHUNK = 16 << 20      # wrapped records decoded together (the kernel reads them in 8 MiB windows)
+
+
+def _by_file(log, box):
+    """(data file, entries, the bodies they wrap) in runs of up to CHUNK bytes within one data file, as DLedger's
+    walk reaches them."""
+    path, entries, bodies, n = None, [], [], 0
+    for e, body in log.walk(box, bodies=True):
+        if e.path != path or n >= CHUNK:
+            if entries:
+                yield path, entries, bodies
+            path, entries, bodies, n = e.path, [], [], 0
+        entries.append(e)
+        bodies.append(body)
+        n += len(body)
+    if entries:
+        yield path, entries, bodies
 
 
 def _take_batch(bt, keep):

@@ -125,7 +125,9 @@ class Store:
         if self.config.multi_path_commitlog:
             out.append("multi-path commitlog (storePathCommitLog lists several directories) is not supported")
         for p in self.root.iterdir() if self.root.is_dir() else []:
-            if p.name.startswith("dledger") and not _dledger_reading():
+            if p.name.startswith("dledger") and not (p / "data").is_dir():
+                out.append(f"DLedger directory ({p.name}/) without its data/ folder: no DLedger log to read")
+            elif p.name.startswith("dledger") and not _dledger_reading():
                 out.append(f"DLedger commitlog ({p.name}/): this command does not read it (dump, verify, query, "
                            "rebuild, stats/export --engine local and export --unconsumed do; recover says what "
                            "DLedger's own recovery will do)")
