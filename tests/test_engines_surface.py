@@ -251,3 +251,23 @@ def test_console_script_on_each_engine():
                                stdin=subprocess.DEVNULL)
             problems = _check(f"{name}: {argv[0]}", r.returncode, r.stdout, r.stderr, name)
             assert not problems, problems
+
+
+def test_export_engine_local_on_a_file_store_is_the_reference_rows(tmp_path):
+    """`export --engine local` (no Spark) writes the rows of the reference walk (dataset.local_messages over
+    CommitLog.records) on a file store too; the Spark-only layouts are usage errors with it."""
+    import base64
+
+    from rmqctl.spark.dataset import MESSAGE_COLUMNS, local_messages
+
+    store = FIXTURES / "stores" / "basic-multifile-v5" / "store"
+    code, _, err = _invoke("export", "--engine", "local", "--format", "jsonl", "--out", tmp_path / "x", store)
+    assert code == 0, err
+    rows = [json.loads(x) for x in (tmp_path / "x" / "part-00000.json").read_text().splitlines()]
+    names = [n for n, _ in MESSAGE_COLUMNS] + ["body", "body_note"]
+    want = [dict(zip(names, r)) for r in local_messages(store, name="basic-multifile-v5", body=True)]
+    for w in want:
+        w["body"] = base64.b64encode(w["body"]).decode()
+    assert rows == want and len(rows) > 100
+    code, _, err = _invoke("export", "--engine", "local", "--partition-by", "topic", "--out", tmp_path / "y", store)
+    assert code == 2 and "--engine spark" in err
