@@ -63,14 +63,8 @@ def dledger_kernel_batches(store_root, *, check_crc: bool = True, check_prop_crc
                            progress=None):
     """Kernel Batches of the messages a DLedger log wraps, in entry order. `info` receives {"files", "stop",
     "entries"}: stop None while the walk is normal, else {"kind", "offset", "detail"}."""
-    global _EB
-    import numpy as np
-
-    from rmqctl.scanvec import walk_file
     from rmqctl.store import dledger as dl
 
-    if _EB is None:
-        _EB = _entry_batch_type()
     info = {} if info is None else info
     info.update({"files": 0, "stop": None, "entries": 0})
     log = dl.DLedgerLog.open(dl.find(store_root))
@@ -81,46 +75,7 @@ def dledger_kernel_batches(store_root, *, check_crc: bool = True, check_prop_crc
             seen.add(path)
             info["files"] += 1
         info["entries"] += len(entries)
-        fstart = int(path.name)
-        rels = np.array([e.pos - fstart + 48 for e in entries], np.int64)
-        lens = np.array([e.body_length for e in entries], np.int64)
-        cstart = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
-        compact = b"".join(bodies)
-        del bodies
-        msg_off = rels + fstart
-        fd = _memory_fd(compact)
-        bad = None
-        try:
-            gen = walk_file(fd, 0, len(compact), check_crc=check_crc, check_phys=False,
-                            check_prop_crc=check_prop_crc, path=str(path))
-            while True:
-                try:
-                    bt = next(gen)
-                except StopIteration as stop_:
-                    kst = stop_.value
-                    break
-                at = bt.win_pos + bt.rel
-                j = np.searchsorted(cstart, at)
-                jc = np.minimum(j, len(cstart) - 1)
-                ok = (j < len(cstart)) & (cstart[jc] == at) & (lens[jc] == bt.total_size)
-                ok &= bt.physical_offset == msg_off[jc]
-                k = len(at) if ok.all() else int(np.argmin(ok))
-                if k:
-                    keep = np.arange(len(at)) < k
-                    sub = _take_batch(bt, keep)
-                    yield _EB(**{f: getattr(sub, f) for f in sub.__dataclass_fields__}, entry_offset=msg_off[jc][:k])
-                if k < len(at):
-                    i = int(jc[k])
-                    bad = {"kind": "dledger_message", "offset": int(msg_off[i]),
-                           "detail": f"the message in entry {entries[i].index} is not the record the entry holds "
-                                     "(size or physical offset differs)"}
-                    break
-            if bad is None and kst is not None and kst.kind not in ("end",):
-                i = int(min(np.searchsorted(cstart, kst.pos, "right") - 1, len(cstart) - 1))
-                bad = {"kind": kst.kind, "offset": int(msg_off[max(i, 0)]),
-                       "detail": f"the message in entry {entries[max(i, 0)].index}: {kst.detail or kst.kind}"}
-        finally:
-            os.close(fd)
+        bad = yield from _decode(path, entries, bodies, check_crc, check_prop_crc)
         if progress is not None:
             progress(sum(e.size for e in entries))
         if bad is not None:
@@ -129,6 +84,97 @@ def dledger_kernel_batches(store_root, *, check_crc: bool = True, check_prop_crc
     st = box[0] if box else None
     if st is not None and not st.normal:
         info["stop"] = {"kind": "dledger_" + st.kind.replace(" ", "_"), "offset": st.offset, "detail": st.detail}
+
+
+def _decode(path, entries, bodies, check_crc, check_prop_crc):
+    """EntryBatches of one run of entries of one data file (the bodies laid end to end, decoded by the batch
+    kernel); returns None, or where and why the wrapped records stop being sound."""
+    global _EB
+    import numpy as np
+
+    from rmqctl.scanvec import walk_file
+
+    if _EB is None:
+        _EB = _entry_batch_type()
+    fstart = int(path.name)
+    rels = np.array([e.pos - fstart + 48 for e in entries], np.int64)
+    lens = np.array([e.body_length for e in entries], np.int64)
+    cstart = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+    compact = b"".join(bodies)
+    msg_off = rels + fstart
+    fd = _memory_fd(compact)
+    del compact
+    bad = None
+    try:
+        gen = walk_file(fd, 0, int(lens.sum()), check_crc=check_crc, check_phys=False,
+                        check_prop_crc=check_prop_crc, path=str(path))
+        while True:
+            try:
+                bt = next(gen)
+            except StopIteration as stop_:
+                kst = stop_.value
+                break
+            at = bt.win_pos + bt.rel
+            j = np.searchsorted(cstart, at)
+            jc = np.minimum(j, len(cstart) - 1)
+            ok = (j < len(cstart)) & (cstart[jc] == at) & (lens[jc] == bt.total_size)
+            ok &= bt.physical_offset == msg_off[jc]
+            k = len(at) if ok.all() else int(np.argmin(ok))
+            if k:
+                sub = _take_batch(bt, np.arange(len(at)) < k)
+                yield _EB(**{f: getattr(sub, f) for f in sub.__dataclass_fields__}, entry_offset=msg_off[jc][:k])
+            if k < len(at):
+                i = int(jc[k])
+                return {"kind": "dledger_message", "offset": int(msg_off[i]),
+                        "detail": f"the message in entry {entries[i].index} is not the record the entry holds "
+                                  "(size or physical offset differs)"}
+        if kst is not None and kst.kind != "end":
+            i = max(0, int(min(np.searchsorted(cstart, kst.pos, "right") - 1, len(cstart) - 1)))
+            bad = {"kind": kst.kind, "offset": int(msg_off[i]),
+                   "detail": f"the message in entry {entries[i].index}: {kst.detail or kst.kind}"}
+    finally:
+        os.close(fd)
+    return bad
+
+
+def dledger_plan(store_root):
+    """Driver side of the Spark engine: ([(data file, start, size, entries DLedger's walk keeps in it)], the
+    log's stop as {"kind", "offset", "detail"} or None when it ends normally)."""
+    from rmqctl.store import dledger as dl
+
+    log = dl.DLedgerLog.open(dl.find(store_root))
+    box: list = []
+    counts: dict = {}
+    for e, _ in log.walk(box):
+        counts[e.path] = counts.get(e.path, 0) + 1
+    st = box[0] if box else None
+    stop = None if st is None or st.normal else {"kind": "dledger_" + st.kind.replace(" ", "_"),
+                                                  "offset": st.offset, "detail": st.detail}
+    return [(str(f.path), f.start, f.size, counts[f.path]) for f in log.data if f.path in counts], stop
+
+
+def dledger_file_batches(path, n_entries: int, *, check_crc=True, check_prop_crc=True):
+    """Executor side: EntryBatches of the first n_entries entries of one data file (what DLedger's walk keeps
+    there, planned by dledger_plan); returns None or the stop of its wrapped records (as _decode)."""
+    from rmqctl.store import dledger as dl
+
+    path = Path(path)
+    log = dl.DLedgerLog(path.parent.parent, [dl.DFile(path, int(path.name), path.stat().st_size)], [])
+    entries, bodies, n = [], [], 0
+    for e, body in log.walk([], bodies=True):
+        if len(entries) >= n_entries:
+            break
+        entries.append(e)
+        bodies.append(body)
+        n += len(body)
+        if n >= CHUNK:
+            bad = yield from _decode(path, entries, bodies, check_crc, check_prop_crc)
+            if bad is not None:
+                return bad
+            entries, bodies, n = [], [], 0
+    if entries:
+        return (yield from _decode(path, entries, bodies, check_crc, check_prop_crc))
+    return None
 
 
 CHUNK = 16 << 20      # wrapped records decoded together (the kernel reads them in 8 MiB windows)
