@@ -313,16 +313,6 @@ class RocksQueues:
         self.cqs.close()
 
 
-def refuse_spark(store_root) -> None:
-    """The Spark engine plans splits over commitlog files; a DLedger log is refused in one line (exit 8)."""
-    d = dledger_dir(store_root)
-    if d is not None:
-        from rmqctl.errors import UnsupportedStoreError
-
-        raise UnsupportedStoreError(f"DLedger commitlog ({d.name}/): the Spark engine does not read it; "
-                                    "use --engine local", path=store_root)
-
-
 @contextmanager
 def engine_reading(store_root):
     """While open, a DLedger store reads as its entries' messages (rmqctl.store.dledger.READING)."""

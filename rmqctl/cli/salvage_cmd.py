@@ -45,10 +45,8 @@ def run(ctx, stores, fmt, out, overwrite, body, extra: dict, group, no_offset, e
         from rmqctl.store.config import StoreConfig
 
         config = StoreConfig.from_file(broker_config)
-    from rmqctl.engine_records import engine_reading, refuse_spark
+    from rmqctl.engine_records import engine_reading
 
-    if engine == "spark":
-        refuse_spark(root)
     with engine_reading(root):      # a DLedger commitlog: its entries' messages; RocksDB consume queues
         store = Store.open(root, config, rocksdb=True)
         if engine == "spark":

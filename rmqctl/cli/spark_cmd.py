@@ -68,9 +68,6 @@ def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=Fa
     for r in refs:
         if r.local is not None:
             require_store(r.local)
-            from rmqctl.engine_records import refuse_spark
-
-            refuse_spark(r.local)     # a DLedger commitlog: before the JVM starts
     base = None
     if broker_config:
         from rmqctl.store.config import StoreConfig
