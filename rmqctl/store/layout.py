@@ -129,8 +129,8 @@ class Store:
                 out.append(f"DLedger directory ({p.name}/) without its data/ folder: no DLedger log to read")
             elif p.name.startswith("dledger") and not _dledger_reading():
                 out.append(f"DLedger commitlog ({p.name}/): this command does not read it (dump, verify, query, "
-                           "rebuild, stats/export --engine local and export --unconsumed do; recover says what "
-                           "DLedger's own recovery will do)")
+                           "rebuild, stats, export and export --unconsumed do; recover says what DLedger's own "
+                           "recovery will do)")
         # rocksdb=True: the storeType=defaultRocksDB layouts rmqctl reads (consumequeue/CURRENT, config/<table>/CURRENT)
         # are not refused; other RocksDB-looking directories still are
         rocks_cq = self.root / "consumequeue" / "rocksdb"
