@@ -6,7 +6,9 @@ DLedger (enableDLegerCommitLog=true): every message record sits inside a DLedger
 decoded by the same batch kernel as commitlog records (rmqctl.scanvec), over the wrapped records laid end to
 end, and each row's physical_offset is the entry's message offset (what the broker's consume queue holds).
 The walk ends at the entry log's end, or at the first wrapped record that fails the commitlog record checks
-(like CommitLog.records(stop_at_bad=True)).
+(like CommitLog.records(stop_at_bad=True)). The default engine runs dledger_kernel_batches over the whole log;
+the Spark engine walks the entry headers on the driver (dledger_plan) and decodes one data file per task
+(dledger_file_batches). rmqctl.spark.dataset turns the batches into the export rows; nothing here imports Spark.
 
 RocksDB consume queues (storeType=defaultRocksDB): the commitlog is a plain file queue; what differs is where
 the queues and the committed offsets live (rmqctl.store.rocksdb_cq).
