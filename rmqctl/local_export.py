@@ -25,6 +25,12 @@ def export_local(refs, out: str, fmt: str = "parquet", flt=None, *, config=None,
     local = os.path.abspath(out.removeprefix("file://"))
     if os.path.exists(local) and os.listdir(local) and not overwrite:
         raise UsageError("output directory exists and is not empty (use --overwrite)", path=local)
+    from rmqctl.engine_records import engine_reading
+    from rmqctl.store.layout import Store
+
+    for ref in refs:          # refuse an unreadable store before the output directory is touched
+        with engine_reading(ref.local):
+            Store.open(ref.local, config, rocksdb=True)
     cols = message_columns(None, bool(body))
     schema = arrow_schema(cols)
     batches = [(ref, local_batches(ref.local, name=ref.name, config=config, flt=flt, body=body, columns=None,
