@@ -401,6 +401,8 @@ def test_spark_engine_reads_the_entry_log_as_the_broker(tmp_path):
         assert {k: got[k] for k in keys} == {k: loc[k] for k in keys} and got["totals"]["messages"] > 20
         assert {(q["topic"], q["queue_id"]): q["max_offset"] for q in got["queues"]} == {
             (q["topic"], q["queue_id"]): q["max_offset"] for q in _manifest(name)["broker_view"]["queues"]}
+        if name == "dledger-v4":
+            continue       # the export rows: one store per version is enough
         ds = Dataset.open(spark, refs, body=True)
         export(ds, str(tmp_path / name), "parquet")
         rows = sorted(pq.read_table(tmp_path / name).to_pylist(), key=lambda r: r["physical_offset"])
