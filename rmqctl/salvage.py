@@ -67,16 +67,23 @@ def targets(store, group: str | None = None, no_offset: str = "min", notes: list
 
     notes = notes if notes is not None else []
     table: dict = {}
-    lo = load(store.root, "consumerOffset")
-    for n in lo.notes:
-        notes.append(f"consumerOffset.json: {n}")
-    if isinstance(lo.doc, dict):
-        for r in OF.rows(lo.doc):
+    from rmqctl.engine_records import rocksdb_document
+
+    doc = rocksdb_document(store.root, "consumerOffset")   # storeType=defaultRocksDB: config/consumerOffsets/
+    if doc is None:
+        lo = load(store.root, "consumerOffset")
+        for n in lo.notes:
+            notes.append(f"consumerOffset.json: {n}")
+        doc = lo.doc
+    if isinstance(doc, dict):
+        for r in OF.rows(doc):
             table.setdefault((r.group, r.topic), {})[r.queue] = r.offset
     groups = []
-    lg = load(store.root, "subscriptionGroup")
-    if isinstance(lg.doc, dict) and isinstance(lg.doc.get("subscriptionGroupTable"), dict):
-        groups = list(lg.doc["subscriptionGroupTable"])
+    gdoc = rocksdb_document(store.root, "subscriptionGroup")
+    if gdoc is None:
+        gdoc = load(store.root, "subscriptionGroup").doc
+    if isinstance(gdoc, dict) and isinstance(gdoc.get("subscriptionGroupTable"), dict):
+        groups = list(gdoc["subscriptionGroupTable"])
     have: dict = {}
     for t, q in store.queues():
         have.setdefault(t, set()).add(q)
@@ -102,7 +109,7 @@ def _cq_tail_dirty(v) -> bool:
     just the zeros after the last one): then messages after that point must come from the commitlog."""
     from rmqctl.store.files import FileQueue
 
-    if not v.files:
+    if not v.files or getattr(v, "rocksdb", False):
         return False
     last = v.files[-1]
     fq = FileQueue.scan(last.path.parent)
@@ -130,8 +137,13 @@ def run_local(store, tgts: list[Target], emit, *, no_offset: str = "min", body: 
     scan_from = None            # commitlog offset the fallback pass starts at (None: no pass needed)
     frontier = 0                # end of the last dispatched message over every consume queue
     views = {}
+    rocks = None
+    if store.engine == "rocksdb":       # storeType=defaultRocksDB: the consume queues in RocksDB
+        from rmqctl.engine_records import RocksQueues
+
+        rocks = RocksQueues(store)
     for topic, qid in store.queues():
-        v = load_queue(store, topic, qid)
+        v = rocks.view(topic, qid) if rocks is not None else load_queue(store, topic, qid)
         views[(topic, qid)] = v
         if v.max_offset > 0:
             u = v.unit_at(v.max_offset - 1)
@@ -183,10 +195,14 @@ def run_local(store, tgts: list[Target], emit, *, no_offset: str = "min", body: 
                 scan_from = frontier if scan_from is None else min(scan_from, frontier)
         for v in views.values():
             v.close()
+        if rocks is not None:
+            rocks.close()
         found: dict = {}        # (topic, qid, offset) seen in the pass (first one wins, like a rebuild's unit)
         if scan_from is not None and wanted:
             multi, lmq = multi_dispatch_on(store.config), lmq_on(store.config)
-            for r in q.cl.records(start=scan_from, check_crc=False, check_phys=False, stop_at_bad=True):
+            from rmqctl.engine_records import commitlog_records
+
+            for r in commitlog_records(store, q.cl, scan_from):   # or the messages a DLedger log wraps
                 if not goes_to_consume_queue(r.sys_flag):
                     continue
                 # the queues the broker dispatches the record to: its own, and its multi-dispatch (LMQ) targets

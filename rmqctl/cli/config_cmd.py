@@ -160,8 +160,14 @@ def _open_store(store_dir: Path):
     if not (Path(store_dir) / "consumequeue").is_dir():
         return None
     try:
+        from rmqctl.store import dledger
         from rmqctl.store.layout import Store
 
+        if dledger.find(store_dir):    # DLedger commitlog: messages are read at their offsets in dledger-<id>/data/
+            token = dledger.READING.set(True)
+            ctx = click.get_current_context(silent=True)
+            if ctx is not None:
+                ctx.call_on_close(lambda: dledger.READING.reset(token))
         return Store.open(store_dir)
     except RmqError as e:
         warn(f"consume queues not read: {e}")

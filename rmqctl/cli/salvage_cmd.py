@@ -9,8 +9,8 @@ from rmqctl.status import Exit
 
 def unconsumed_options(f):
     f = click.option("--engine", type=click.Choice(["local", "spark"]), default=None,
-                     help="With --unconsumed: local (in this process, consume queues first; default) or spark "
-                          "(the commitlog as a Spark dataset).")(f)
+                     help="local: in this process, without Spark (with --unconsumed: consume queues first; its "
+                          "default) or spark (the commitlog as a Spark dataset; export's default).")(f)
     f = click.option("--no-offset", type=click.Choice(["min", "skip"]), default="min", show_default=True,
                      help="With --unconsumed: a queue the group has no committed offset for starts at the queue's "
                           "min (as a consumer of its retry topic does) or is skipped.")(f)
@@ -45,16 +45,19 @@ def run(ctx, stores, fmt, out, overwrite, body, extra: dict, group, no_offset, e
         from rmqctl.store.config import StoreConfig
 
         config = StoreConfig.from_file(broker_config)
-    store = Store.open(root, config)
-    if engine == "spark":
-        from rmqctl.spark.session import spark_extra_required
+    from rmqctl.engine_records import engine_reading
 
-        with spark_extra_required("rmqctl export --unconsumed --engine spark"):
-            res = export_spark(open_dataset(body), store, out, fmt, group=group, no_offset=no_offset,
-                               overwrite=overwrite)
-    else:
-        res = export_local(store, out, fmt, group=group, no_offset=no_offset, body=body, overwrite=overwrite,
-                           store_name=ref.name)
+    with engine_reading(root):      # a DLedger commitlog: its entries' messages; RocksDB consume queues
+        store = Store.open(root, config, rocksdb=True)
+        if engine == "spark":
+            from rmqctl.spark.session import spark_extra_required
+
+            with spark_extra_required("rmqctl export --unconsumed --engine spark"):
+                res = export_spark(open_dataset(body), store, out, fmt, group=group, no_offset=no_offset,
+                                   overwrite=overwrite)
+        else:
+            res = export_local(store, out, fmt, group=group, no_offset=no_offset, body=body, overwrite=overwrite,
+                               store_name=ref.name)
     if as_json:
         from rmqctl.render import emit_json
 

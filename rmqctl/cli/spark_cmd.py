@@ -267,17 +267,25 @@ def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files
         return salvage_cmd.run(ctx, stores, fmt, out, overwrite, body, extra, group, no_offset, engine, as_json,
                                lambda b: _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=b),
                                broker_config)
-    if group or engine:
-        raise UsageError("--group and --engine go with --unconsumed")
+    if group:
+        raise UsageError("--group goes with --unconsumed")
 
     with spark_extra_required("rmqctl export"):
-        from rmqctl.spark.export import export as run_export
-
         flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
-        ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc,
-                      body="raw" if body and raw_body else body)
-        res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
-                         files=files)
+        if engine == "local":       # in this process, without Spark (rmqctl.local_export)
+            from rmqctl.local_export import export_local
+
+            if partition_by or files:
+                raise UsageError("--partition-by and --files go with --engine spark")
+            res = export_local(_local_stores(stores), out, fmt, flt or None, config=_base_config(broker_config),
+                               check_crc=not no_crc, body="raw" if body and raw_body else body, overwrite=overwrite)
+        else:
+            from rmqctl.spark.export import export as run_export
+
+            ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc,
+                          body="raw" if body and raw_body else body)
+            res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
+                             files=files)
     if as_json:
         from rmqctl.render import emit_json
 

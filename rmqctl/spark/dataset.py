@@ -241,7 +241,8 @@ def _arrow_task(by_id, order, by_uri, acc, opts, cfg, columns, flt, reducer=None
                 fd = memory_fd(content.as_buffer()) if content is not None else None
                 red = reducer(split) if reducer is not None else None
                 try:
-                    gen = split_arrow(split, opts, cfg[split.store], columns, flt, fd)
+                    walk = _dledger_split_arrow if "dledger" in cfg[split.store] else split_arrow
+                    gen = walk(split, opts, cfg[split.store], columns, flt, fd)
                     while True:
                         try:
                             rb = next(gen)
@@ -287,8 +288,11 @@ def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> l
     for ref in refs:
         mode = "pread" if (ref.local and io in ("auto", "pread")) else "binaryfiles"
         base = config or StoreConfig()
+        if ref.local and _dledger_dir(ref.local):
+            out.append(_dledger_store(ref, base))      # a DLedger commitlog: one task per data file
+            continue
         if ref.local:
-            store = Store.open(ref.local, base)
+            store = Store.open(ref.local, base, rocksdb=True)     # storeType=defaultRocksDB: its commitlog is files
             cfg = store.config
             if mode == "pread":
                 files = [(str(f.path), f.start, f.size) for f in store.commitlog.files]
@@ -296,6 +300,10 @@ def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> l
                 files = [("file://" + str(f.path), f.start, f.size) for f in store.commitlog.files]
             co = store.config_dir / "consumerOffset.json"
             offsets = _small_file(co, store.root)
+            if offsets is None and store.engine == "rocksdb":
+                from rmqctl.engine_records import rocksdb_consumer_offsets
+
+                offsets = rocksdb_consumer_offsets(store.root)
         else:
             cfg = base
             files = _hadoop_list(spark, ref.uri + "/commitlog")
@@ -360,10 +368,12 @@ class Dataset:
         par = spark.sparkContext.defaultParallelism
         plans = []
         for mode in ("pread", "binaryfiles"):
-            group = [i for i in infos if i.config["mode"] == mode]
+            group = [i for i in infos if i.config["mode"] == mode and "dledger" not in i.config]
             if group:
                 plans.append(plan_local([i.ref for i in group], {i.ref.name: i.files for i in group},
                                         split_size=split_size, parallelism=par, mode=mode))
+        plans += [Plan([Split(k, i.ref.name, p, st, sz, 0, sz, True, "pread", k)
+                        for k, (p, st, sz) in enumerate(i.files)], [i.ref]) for i in infos if "dledger" in i.config]
         splits = []
         for p in plans:
             splits.extend(p.splits)
@@ -379,6 +389,12 @@ class Dataset:
         return self.plan.total_bytes
 
     def _rdd(self, kind: str, flt: Filter | None, acc):
+        for i in self.stores:
+            if "dledger" in i.config:
+                from rmqctl.errors import UnsupportedStoreError
+
+                raise UnsupportedStoreError("DLedger commitlog: the Spark engine reads its messages for stats and "
+                                            "export only", path=i.ref.local)
         sc = self.spark.sparkContext
         cfg = {i.ref.name: i.config for i in self.stores}
         opts = dict(self.opts)
@@ -530,6 +546,11 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
     path the Spark tasks run, one file after another in this process, stopping where
     CommitLog.records(stop_at_bad=True) stops (only a BLANK continues at the next file). `scan`, when
     given, receives {"bytes", "summary" (like Dataset.last_summary[name]), "consumer_offsets"}."""
+    from rmqctl.engine_records import dledger_dir
+
+    if dledger_dir(store_path) is not None:      # DLedger commitlog: the messages its entries wrap
+        yield from _dledger_batches(store_path, name, config, flt, body, columns, check_crc, scan, progress)
+        return
     from rmqctl.scan import BLANK_RECORD
     from rmqctl.spark.batches import split_arrow
     from rmqctl.store.layout import Store
@@ -565,6 +586,78 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
             info["stop"] = {"kind": status.kind, "file_start": f.start, "offset": f.start + status.end_pos,
                             "detail": status.detail}
             return
+
+
+def _dledger_dir(path):
+    from rmqctl.engine_records import dledger_dir
+
+    return dledger_dir(path)
+
+
+def _dledger_store(ref, base) -> StoreInfo:
+    """StoreInfo of a DLedger store: its data files that hold entries, each with the number of entries DLedger's
+    walk keeps there (the driver walks the entry headers; the tasks decode the messages)."""
+    from rmqctl import engine_records as er
+
+    store = er.open_store(ref.local, base)
+    cfg = store.config
+    files, stop = er.dledger_plan(store.root)
+    return StoreInfo(ref, [(p, st, sz) for p, st, sz, _n in files], {
+        "delay_levels": tuple(cfg.delay_levels), "enable_lmq": dispatch.lmq_on(cfg),
+        "enable_multi_dispatch": dispatch.multi_dispatch_on(cfg), "index_enable": cfg.message_index_enable,
+        "commitlog_file_size": cfg.commitlog_file_size, "mode": "pread",
+        "dledger": {p: n for p, _st, _sz, n in files}, "dledger_stop": stop,
+        "dledger_last": files[-1][0] if files else None}, er.dledger_scan(store)["consumer_offsets"])
+
+
+def _dledger_split_arrow(split, opts, cfg, columns, flt=None, fd=None):
+    """split_arrow for one DLedger data file: RecordBatches of its entries' messages; returns (SplitStatus, rows).
+    Not the last file and sound: a BLANK (the walk goes on at the next file), as resolve() expects."""
+    from rmqctl.engine_records import dledger_file_batches
+    from rmqctl.scan import BLANK_RECORD, END
+    from rmqctl.spark.batches import to_arrow
+
+    crc = opts.get("check_crc", True)
+    gen = dledger_file_batches(split.path, cfg["dledger"][split.path], check_crc=crc,
+                               check_prop_crc=opts.get("check_prop_crc", True))
+    rows = n = 0
+    while True:
+        try:
+            bt = next(gen)
+        except StopIteration as e:
+            bad = e.value
+            break
+        n += len(bt)
+        rb = to_arrow(bt, split.store, cfg["delay_levels"], crc_checked=crc, columns=columns, flt=flt,
+                      raw_body=opts.get("body") == "raw")
+        if rb is not None:
+            rows += rb.num_rows
+            yield rb
+    last = split.path == cfg["dledger_last"]
+    stop = bad or (cfg["dledger_stop"] if last else None)
+    if stop is not None:
+        st = SplitStatus(split.id, 0, stop["offset"] - split.file_start, stop["kind"], n, stop.get("detail", ""))
+    else:
+        st = SplitStatus(split.id, 0, split.file_size, END if last else BLANK_RECORD, n)
+    return st, rows
+
+
+def _dledger_batches(store_path, name, config, flt, body, columns, check_crc, scan, progress):
+    """local_batches of a DLedger store: the wrapped messages' kernel Batches (rmqctl.engine_records) as rows."""
+    from rmqctl import engine_records as er
+    from rmqctl.spark.batches import to_arrow
+
+    store = er.open_store(store_path, config)
+    delay = tuple(store.config.delay_levels)
+    cols = message_columns(columns, body)
+    info: dict = {}
+    if scan is not None:
+        scan.update(er.dledger_scan(store))
+        scan["summary"] = info
+    for bt in er.dledger_kernel_batches(store.root, check_crc=check_crc, info=info, progress=progress):
+        rb = to_arrow(bt, name, delay, crc_checked=check_crc, columns=cols, flt=flt, raw_body=body == "raw")
+        if rb is not None:
+            yield rb
 
 
 def _small_file(path, root):

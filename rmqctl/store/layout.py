@@ -125,16 +125,19 @@ class Store:
         if self.config.multi_path_commitlog:
             out.append("multi-path commitlog (storePathCommitLog lists several directories) is not supported")
         for p in self.root.iterdir() if self.root.is_dir() else []:
-            if p.name.startswith("dledger") and not _dledger_reading():
-                out.append(f"DLedger commitlog ({p.name}/): only dump, verify, query and rebuild read "
-                           "it (recover says what DLedger's own recovery will do)")
+            if p.name.startswith("dledger") and not (p / "data").is_dir():
+                out.append(f"DLedger directory ({p.name}/) without its data/ folder: no DLedger log to read")
+            elif p.name.startswith("dledger") and not _dledger_reading():
+                out.append(f"DLedger commitlog ({p.name}/): this command does not read it (dump, verify, query, "
+                           "rebuild, stats, export and export --unconsumed do; recover says what DLedger's own "
+                           "recovery will do)")
         # rocksdb=True: the storeType=defaultRocksDB layouts rmqctl reads (consumequeue/CURRENT, config/<table>/CURRENT)
         # are not refused; other RocksDB-looking directories still are
         rocks_cq = self.root / "consumequeue" / "rocksdb"
         cq_current = (self.root / "consumequeue" / "CURRENT").exists()
         if (self.root / "rocksdb").exists() or rocks_cq.exists() or (cq_current and not rocksdb):
             out.append("RocksDB consume queues (storeType=defaultRocksDB) are not supported by this command "
-                       "(dump, verify, query, stats --engine local and config show read them)")
+                       "(dump, verify, query, stats, export, export --unconsumed and config show read them)")
         for name in ("topics", "consumerOffsets", "subscriptionGroups"):
             d = self.config_dir / name
             if d.is_dir() and ((d / "CURRENT").exists() or any(d.glob("*.sst"))) and not (
