@@ -358,3 +358,31 @@ def open_store(uri: str, opts: dict | None = None):
     except RemoteError as e:
         raise IOFailure(str(e)) from None
     return files, offsets
+
+
+# --- the output side of export ----------------------------------------------------------------
+
+def check_shared_out(spark, path: str) -> None:
+    """Executors write export part files under a local --out path themselves: on a cluster that path
+    must be the same shared folder on every executor. Checked with a marker file the driver writes and
+    one task per core looks for; a usage error in one line when any does not see it. No-op on local[*]."""
+    import uuid
+
+    from rmqctl.errors import UsageError
+
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        return
+    d = path
+    while not os.path.isdir(d):
+        d = os.path.dirname(d) or "."
+    marker = os.path.join(os.path.abspath(d), f"_rmqctl_probe_{uuid.uuid4().hex}")
+    open(marker, "wb").close()
+    try:
+        n = max(2, sc.defaultParallelism)
+        missing = sc.parallelize(range(n), n).map(lambda _: os.path.exists(marker)).filter(lambda ok: not ok).count()
+    finally:
+        os.unlink(marker)
+    if missing:
+        raise UsageError(f"--out {path}: not the same folder on the executors (they write the part files): give a "
+                         "shared path or a Hadoop URI such as hdfs://namenode:8020/path")
