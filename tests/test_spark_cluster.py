@@ -18,7 +18,7 @@ import pytest
 from oracle_helpers import fixture_dirs
 from spark_fixtures import spark  # noqa: F401 - session fixture
 
-pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster]
+pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster, pytest.mark.hdfs]
 
 
 def _free_port() -> int:

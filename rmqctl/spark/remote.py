@@ -13,11 +13,12 @@ n bytes at pos), like os.pread on a local file:
 * any other scheme through fsspec when it is installed (s3://, gcs://...), else a usage error.
 
 A remote split is read as a *staged range*: the task copies [start, end + tail) of its file in windows
-of at most WINDOW bytes (8 MiB) into a sparse local temporary file (Spark's local dir), then runs the
-unchanged pread kernel over it. `tail` covers the records the walk reads past the range end (the
-landing record and the one before it: 2 x maxMessageSize + 64 KiB). Should the walk stop where the real
-bytes were not staged (a record longer than the tail), the stage is extended and the walk goes on from
-that record, so the result never depends on the tail. Executor memory is therefore bounded by the
+of at most WINDOW bytes (8 MiB) into a local temporary file (Spark's local dir) at the same offsets --
+a hole before `start`, and the file simply ends at end + tail -- then runs the unchanged pread kernel
+over it. `tail` covers the records the walk reads past the range end (the landing record and the one
+before it: 2 x maxMessageSize + 64 KiB). A record that is not wholly staged reads short, so the kernel
+never accepts it (its chain needs every byte of a record); the walk stops there, the stage is extended
+and the walk goes on from that record: the result never depends on the tail. Executor memory is therefore bounded by the
 window, not the split: Python holds one window of bytes while copying plus the kernel's own window and
 the Arrow batches of one window; the split's bytes sit on local disk (page cache).
 """
@@ -255,13 +256,13 @@ def _scratch_dir() -> str:
 
 
 class Stage:
-    """A sparse local copy of chosen byte ranges of one remote file, at their own offsets."""
+    """A local copy of a byte range of one remote file at its own offsets: a hole before the range, and
+    the file ends where the range does (reads past it come back short, never as zeros)."""
 
     def __init__(self, reader, size: int):
         self.reader, self.size = reader, size
         fd, self.path = tempfile.mkstemp(prefix="rmqctl-range-", dir=_scratch_dir())
         self.fd = fd
-        os.ftruncate(fd, size)
         self.lo = self.hi = 0          # the staged range [lo, hi)
         self.bytes = 0                 # bytes fetched
 
@@ -306,7 +307,7 @@ def ranged(split, opts: dict, run):
 
     reader = open_reader(split.path, opts.get("remote"), split.file_size)
     stage = Stage(reader, split.file_size)
-    tail = 2 * int(opts.get("max_message_size") or DEFAULT_MAX_MESSAGE) + 64 * 1024
+    tail = opts.get("stage_tail") or 2 * int(opts.get("max_message_size") or DEFAULT_MAX_MESSAGE) + 64 * 1024
     try:
         stage.fill(split.start, split.end + tail)
         local = replace(split, path=stage.path, mode="pread")
