@@ -111,6 +111,21 @@ class MiniHdfs:
         with urllib.request.urlopen(req, timeout=600) as r:
             assert r.status == 201, r.status
 
+    def put_file(self, path: str, local_file) -> int:
+        """WebHDFS CREATE of a local file, streamed (for the benchmark's 1 GiB files)."""
+        import json
+
+        size = os.path.getsize(local_file)
+        req = urllib.request.Request(self._url(path, "CREATE", overwrite="true", noredirect="true"), method="PUT")
+        with urllib.request.urlopen(req, timeout=60) as r:
+            location = json.loads(r.read())["Location"]
+        with open(local_file, "rb") as f:
+            req = urllib.request.Request(location, data=f, method="PUT", headers={
+                "Content-Type": "application/octet-stream", "Content-Length": str(size)})
+            with urllib.request.urlopen(req, timeout=3600) as r:
+                assert r.status == 201, r.status
+        return size
+
     def upload(self, local_dir, remote_dir: str) -> int:
         """Copy a local folder (recursively) to HDFS; returns the bytes sent. Files are read in one piece
         (the test fixtures are small)."""
