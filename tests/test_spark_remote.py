@@ -76,7 +76,8 @@ def test_staged_split_equals_local(hdfs, tail, monkeypatch):
     ropts = {"webhdfs": h.http}
     files = remote.list_commitlog(f"{h.rpc}/s/store", ropts)
     ref = StoreRef("s", f"{h.rpc}/s/store", None)
-    plan = plan_local([ref], {"s": files}, split_size=4096, mode="ranged", remote_opts=ropts)
+    plan = plan_local([ref], {"s": files}, split_size=4096, mode="ranged",
+                      extent=remote.extent(ropts))
     assert len(plan.splits) > len(files)
     opts = {"check_crc": True, "check_phys": True, "check_prop_crc": True, "remote": ropts, "stage_tail": tail}
     fills = []

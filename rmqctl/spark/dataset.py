@@ -341,16 +341,17 @@ class Dataset:
         infos = open_stores(spark, refs, config, io)
         par = spark.sparkContext.defaultParallelism
         plans = []
-        ropts = None
+        ropts = extent = None
         if any(i.config["mode"] == "ranged" for i in infos):
-            from rmqctl.spark.remote import driver_opts
+            from rmqctl.spark import remote
 
-            ropts = driver_opts(spark)
+            ropts = remote.driver_opts(spark)
+            extent = remote.extent(ropts)
         for mode in ("pread", "ranged"):
             group = [i for i in infos if i.config["mode"] == mode]
             if group:
                 plans.append(plan_local([i.ref for i in group], {i.ref.name: i.files for i in group},
-                                        split_size=split_size, parallelism=par, mode=mode, remote_opts=ropts))
+                                        split_size=split_size, parallelism=par, mode=mode, extent=extent))
         splits = []
         for p in plans:
             splits.extend(p.splits)

@@ -140,9 +140,10 @@ def data_extent(fd: int, size: int, page: int = 4096) -> int:
 
 
 def plan_local(stores: list[StoreRef], files_by_store: dict, *, split_size: int | None = None,
-               parallelism: int = 2, mode: str = "pread", remote_opts: dict | None = None) -> Plan:
+               parallelism: int = 2, mode: str = "pread", extent=None) -> Plan:
     """files_by_store: name -> [(path, file_start, file_size)] in offset order. mode "ranged": the paths
-    are remote URIs read by byte range (rmqctl.spark.remote), cut into ranges like pread."""
+    are remote URIs read by byte range (rmqctl.spark.remote), cut into ranges like pread; `extent(path,
+    size)` estimates where the last file's data ends (rmqctl.spark.remote.extent)."""
     extents, total = {}, 0
     for ref in stores:
         for i, (path, _start, size) in enumerate(files_by_store[ref.name]):
@@ -156,14 +157,8 @@ def plan_local(stores: list[StoreRef], files_by_store: dict, *, split_size: int 
                         os.close(fd)
                 except OSError:
                     ext = size
-            elif mode == "ranged" and i == len(files_by_store[ref.name]) - 1:
-                from rmqctl.spark import remote
-
-                reader = remote.open_reader(path, remote_opts, size)
-                try:
-                    ext = remote.data_extent(reader, size)
-                finally:
-                    reader.close()
+            elif mode == "ranged" and i == len(files_by_store[ref.name]) - 1 and extent is not None:
+                ext = extent(path, size)
             extents[(ref.name, i)] = ext
             total += ext
     if split_size is None:

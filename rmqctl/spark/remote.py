@@ -248,6 +248,18 @@ def data_extent(reader, size: int, page: int = 4096) -> int:
     return min(size, hi * page)
 
 
+def extent(opts: dict | None):
+    """extent(uri, size) for plan.plan_local: data_extent of a remote file through a reader."""
+    def fn(uri: str, size: int) -> int:
+        reader = open_reader(uri, opts, size)
+        try:
+            return data_extent(reader, size)
+        finally:
+            reader.close()
+
+    return fn
+
+
 # --- executor side: a split through a staged range ------------------------------------------
 
 def _scratch_dir() -> str:
