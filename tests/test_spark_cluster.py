@@ -82,10 +82,8 @@ def cluster(tmp_path_factory):
 
 
 def _run(*args, cwd=None, env=None, code=0):
-    t0 = time.time()
     r = subprocess.run([sys.executable, "-m", "rmqctl", *args], capture_output=True, text=True, timeout=600,
                        cwd=cwd, env=dict(os.environ, NO_COLOR="1", COLUMNS="120", **(env or {})))
-    print("TIMING", args[0], round(time.time() - t0, 1), file=sys.stderr)
     assert r.returncode == code, r.stdout[-2000:] + r.stderr[-3000:]
     return r.stdout
 
