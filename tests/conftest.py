@@ -38,6 +38,8 @@ def _needs(argv: list[str]) -> str | None:
         return "oracle"
     if "org.apache.rocketmq.proxy." in text or "org.apache.rocketmq.namesrv." in text:   # tests/live
         return "live"
+    if "HdfsMain" in text:                      # tests/minihdfs
+        return "hdfs"
     if "org.apache.spark.deploy." in text:      # a standalone master or worker
         return "spark_cluster"
     local = any(a == "--engine" and b == "local" for a, b in zip(argv, argv[1:]))   # stats in-process

@@ -18,9 +18,9 @@ def spark_options(f):
                      help="Spark master URL: local[N], spark://host:port, yarn, k8s://... "
                           "[default: embedded local[*]; env SPARK_MASTER]")(f)
     f = click.option("--io", type=click.Choice(["auto", "pread", "binaryfiles"]), default="auto", show_default=True,
-                     help="How executors read commitlog files: pread (executors open the local path; needs the "
-                          "same path on every executor) or binaryfiles (bytes through Spark's file systems, "
-                          "whole files; used for hdfs://, s3a://...). auto = pread for local paths.")(f)
+                     help="Kept for old command lines: local paths are read with pread (the same path on every "
+                          "executor), hdfs://, webhdfs:// (and fsspec) URIs by byte range, whatever this says "
+                          "(docs/spark-remote.md).")(f)
     f = click.option("--split-size", type=click.IntRange(min=1), default=None,
                      help="Bytes per Spark task inside a commitlog file [default: sized to the cores, "
                           "16-256 MiB].")(f)
@@ -138,7 +138,7 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
 
     STORE is a store root (the directory holding commitlog/), optionally NAME=PATH; several stores
     (a whole cluster's brokers) run as one Spark job and are told apart by the `store` column/field.
-    Paths may be hdfs://, s3a://... URIs (read through Spark's file systems). Read-only.
+    Paths may be hdfs:// or webhdfs:// URIs (read by byte range, docs/spark-remote.md). Read-only.
 
     Max offset of a queue = the next queue offset after its last dispatched commitlog message (what
     a consume-queue rebuild gives); lag = max offset - committed consumer offset.

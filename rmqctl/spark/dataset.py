@@ -176,7 +176,12 @@ def _task(splits, acc, opts, kind, stores_cfg, flt):
         else:
             split, data = item, None
         cfg = stores_cfg[split.store]
-        gen = walk_split(split, opts, data)
+        if split.mode == "ranged":               # a remote file: its byte range staged locally
+            from rmqctl.spark.remote import ranged
+
+            gen = ranged(split, opts, lambda s: walk_split(s, opts))
+        else:
+            gen = walk_split(split, opts, data)
         status, rows = None, 0
         try:
             if kind == "messages":
@@ -241,8 +246,14 @@ def _arrow_task(by_id, order, by_uri, acc, opts, cfg, columns, flt, reducer=None
                 fd = memory_fd(content.as_buffer()) if content is not None else None
                 red = reducer(split) if reducer is not None else None
                 try:
-                    walk = _dledger_split_arrow if "dledger" in cfg[split.store] else split_arrow
-                    gen = walk(split, opts, cfg[split.store], columns, flt, fd)
+                    if "dledger" in cfg[split.store]:
+                        gen = _dledger_split_arrow(split, opts, cfg[split.store], columns, flt, fd)
+                    elif split.mode == "ranged":     # a remote file: its byte range staged locally
+                        from rmqctl.spark.remote import ranged
+
+                        gen = ranged(split, opts, lambda s: split_arrow(s, opts, cfg[s.store], columns, flt))
+                    else:
+                        gen = split_arrow(split, opts, cfg[split.store], columns, flt, fd)
                     while True:
                         try:
                             rb = next(gen)
@@ -280,13 +291,14 @@ class StoreInfo:
 
 
 def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> list[StoreInfo]:
-    """Driver side: list each store's commitlog files and read the small config files."""
+    """Driver side: list each store's commitlog files and read the small config files. Local stores are
+    read with pread, remote ones by byte range (rmqctl.spark.remote); io="binaryfiles" is an alias."""
     from rmqctl.store.config import StoreConfig
     from rmqctl.store.layout import Store
 
     out = []
     for ref in refs:
-        mode = "pread" if (ref.local and io in ("auto", "pread")) else "binaryfiles"
+        mode = "pread" if ref.local else "ranged"
         base = config or StoreConfig()
         if ref.local and _dledger_dir(ref.local):
             out.append(_dledger_store(ref, base))      # a DLedger commitlog: one task per data file
@@ -305,9 +317,10 @@ def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> l
 
                 offsets = rocksdb_consumer_offsets(store.root)
         else:
+            from rmqctl.spark import remote
+
             cfg = base
-            files = _hadoop_list(spark, ref.uri + "/commitlog")
-            offsets = _hadoop_read(spark, ref.uri + "/config/consumerOffset.json")
+            files, offsets = remote.open_store(ref.uri, remote.driver_opts(spark))
             if files and "commitlog_file_size" not in cfg.explicit:
                 from dataclasses import replace
 
@@ -317,36 +330,6 @@ def open_stores(spark, refs: list[StoreRef], config=None, io: str = "auto") -> l
             "enable_multi_dispatch": dispatch.multi_dispatch_on(cfg), "index_enable": cfg.message_index_enable,
             "commitlog_file_size": cfg.commitlog_file_size, "mode": mode}, offsets))
     return out
-
-
-def _hadoop_list(spark, uri) -> list:
-    """The commitlog files under a Hadoop URI (name = start offset), through Spark's binaryFile source
-    (its file listing; the content column is never selected, so no file is read)."""
-    from pyspark.errors import AnalysisException
-
-    from rmqctl.formats import OFFSET_NAME
-
-    try:
-        rows = spark.read.format("binaryFile").load(uri).select("path", "length").collect()
-    except AnalysisException:       # no such directory
-        return []
-    files = []
-    for r in rows:
-        name = r["path"].rstrip("/").rsplit("/", 1)[-1]
-        if OFFSET_NAME.match(name):
-            files.append((r["path"], int(name), int(r["length"])))
-    files.sort(key=lambda f: f[1])
-    return files
-
-
-def _hadoop_read(spark, uri) -> bytes | None:
-    from py4j.protocol import Py4JJavaError
-
-    try:
-        rows = spark.sparkContext.binaryFiles(uri).collect()
-    except Py4JJavaError:           # no such file
-        return None
-    return bytes(rows[0][1]) if rows else None
 
 
 @dataclass
@@ -367,11 +350,17 @@ class Dataset:
         infos = open_stores(spark, refs, config, io)
         par = spark.sparkContext.defaultParallelism
         plans = []
-        for mode in ("pread", "binaryfiles"):
+        ropts = extent = None
+        if any(i.config["mode"] == "ranged" for i in infos):
+            from rmqctl.spark import remote
+
+            ropts = remote.driver_opts(spark)
+            extent = remote.extent(ropts)
+        for mode in ("pread", "ranged"):
             group = [i for i in infos if i.config["mode"] == mode and "dledger" not in i.config]
             if group:
                 plans.append(plan_local([i.ref for i in group], {i.ref.name: i.files for i in group},
-                                        split_size=split_size, parallelism=par, mode=mode))
+                                        split_size=split_size, parallelism=par, mode=mode, extent=extent))
         plans += [Plan([Split(k, i.ref.name, p, st, sz, 0, sz, True, "pread", k)
                         for k, (p, st, sz) in enumerate(i.files)], [i.ref]) for i in infos if "dledger" in i.config]
         splits = []
@@ -381,7 +370,7 @@ class Dataset:
 
         splits = [replace(s, id=i) for i, s in enumerate(splits)]
         plan = Plan(splits, [i.ref for i in infos])
-        opts = {"check_crc": check_crc, "check_phys": True, "check_prop_crc": True, "body": body}
+        opts = {"check_crc": check_crc, "check_phys": True, "check_prop_crc": True, "body": body, "remote": ropts}
         return cls(spark, infos, plan, opts)
 
     @property
@@ -398,7 +387,7 @@ class Dataset:
         sc = self.spark.sparkContext
         cfg = {i.ref.name: i.config for i in self.stores}
         opts = dict(self.opts)
-        pread = [s for s in self.plan.splits if s.mode == "pread"]
+        pread = [s for s in self.plan.splits if s.mode in ("pread", "ranged")]
         binary = [s for s in self.plan.splits if s.mode == "binaryfiles"]
         parts = []
         if pread:
@@ -431,7 +420,7 @@ class Dataset:
         cfg = {i.ref.name: i.config for i in self.stores}
         opts = dict(self.opts)
         flt = flt if flt else None
-        pread = [s for s in self.plan.splits if s.mode == "pread"]
+        pread = [s for s in self.plan.splits if s.mode in ("pread", "ranged")]
         binary = [s for s in self.plan.splits if s.mode == "binaryfiles"]
         frames = []
         if pread:

@@ -17,6 +17,9 @@ def verify_store(spark, store, **kw):
     """rmqctl.check.run.verify_store with each commitlog file scanned by a Spark task (the verify
     engine's own scan_file, shipped with its ScanContext)."""
     from rmqctl.check import run
+    from rmqctl.spark.ship import absolute_store
+
+    store = absolute_store(store)     # executors do not run in the driver's folder
 
     def scan_map(args):
         if not args:
@@ -68,7 +71,9 @@ def analyze_rebuild(spark, store, what, staging, **kw):
     from rmqctl.repair import rebuild
     from rmqctl.spark.dataset import Dataset
     from rmqctl.spark.plan import StoreRef
+    from rmqctl.spark.ship import absolute_store
 
+    store = absolute_store(store)     # executors do not run in the driver's folder
     ref = StoreRef("store", "file://" + str(store.root), str(store.root))
     ds = Dataset.open(spark, [ref], config=store.config)
     # Pass 1 (parallel): settle the plan, so the stream below is exactly the sequential walk.

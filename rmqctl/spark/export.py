@@ -24,6 +24,10 @@ def export(ds, out: str, fmt: str = "parquet", flt=None, *, overwrite: bool = Fa
     if local_out is not None and os.path.exists(local_out) and os.listdir(local_out) and not overwrite:
         raise UsageError("output directory exists and is not empty (use --overwrite)", path=local_out)
 
+    if local_out is not None:      # executors write there: on a cluster, the same folder everywhere
+        from rmqctl.spark.remote import check_shared_out
+
+        check_shared_out(ds.spark, os.path.abspath(local_out))
     target = out if "://" in out else "file://" + os.path.abspath(out)
     if fmt == "parquet" and local_out is not None and not partition_by and not files:
         return _export_parquet_direct(ds, os.path.abspath(local_out), flt, overwrite) | {"out": out}

@@ -47,13 +47,13 @@ class StoreRef:
 class Split:
     id: int
     store: str            # StoreRef.name (the `store` column)
-    path: str             # file path (pread mode) or Hadoop URI (binaryfiles mode)
+    path: str             # file path (pread mode) or URI (ranged mode: rmqctl.spark.remote)
     file_start: int       # absolute offset of the file (its name)
     file_size: int
     start: int            # range inside the file
     end: int
     first: bool           # the file's first range: start at `start`, no resync
-    mode: str = "pread"   # "pread" (executors open the path) or "binaryfiles" (bytes via Spark)
+    mode: str = "pread"   # "pread" (executors open the path) or "ranged" (byte ranges of a remote file)
     file_index: int = 0
 
 
@@ -140,8 +140,10 @@ def data_extent(fd: int, size: int, page: int = 4096) -> int:
 
 
 def plan_local(stores: list[StoreRef], files_by_store: dict, *, split_size: int | None = None,
-               parallelism: int = 2, mode: str = "pread") -> Plan:
-    """files_by_store: name -> [(path, file_start, file_size)] in offset order."""
+               parallelism: int = 2, mode: str = "pread", extent=None) -> Plan:
+    """files_by_store: name -> [(path, file_start, file_size)] in offset order. mode "ranged": the paths
+    are remote URIs read by byte range (rmqctl.spark.remote), cut into ranges like pread; `extent(path,
+    size)` estimates where the last file's data ends (rmqctl.spark.remote.extent)."""
     extents, total = {}, 0
     for ref in stores:
         for i, (path, _start, size) in enumerate(files_by_store[ref.name]):
@@ -155,6 +157,8 @@ def plan_local(stores: list[StoreRef], files_by_store: dict, *, split_size: int 
                         os.close(fd)
                 except OSError:
                     ext = size
+            elif mode == "ranged" and i == len(files_by_store[ref.name]) - 1 and extent is not None:
+                ext = extent(path, size)
             extents[(ref.name, i)] = ext
             total += ext
     if split_size is None:
@@ -164,7 +168,7 @@ def plan_local(stores: list[StoreRef], files_by_store: dict, *, split_size: int 
     for ref in stores:
         for i, (path, start, size) in enumerate(files_by_store[ref.name]):
             ext = extents[(ref.name, i)]
-            n = 1 if mode != "pread" else max(1, -(-ext // split_size))
+            n = 1 if mode not in ("pread", "ranged") else max(1, -(-ext // split_size))
             step = -(-ext // n) if ext else size
             cuts = [min(size, k * step) for k in range(n)] + [size]
             for k in range(n):

@@ -107,9 +107,13 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
     if active is not None:
         return active
     url = master_url(master)
+    local = url.startswith("local")
     # pyspark 4 starts its workers with PYSPARK_PYTHON (spark.pyspark.python is not enough): the
-    # interpreter running rmqctl, also when the console script is run without its venv on PATH.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # interpreter running rmqctl, also when the console script is run without its venv on PATH. On a
+    # cluster an operator's PYSPARK_PYTHON names the workers' interpreter (rmqctl is shipped to it).
+    worker_python = os.environ.get("PYSPARK_PYTHON") if not local else None
+    worker_python = worker_python or sys.executable
+    os.environ["PYSPARK_PYTHON"] = worker_python
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     level = "warn" if verbose else "error"
     log4j = _log4j_file(level)
@@ -123,12 +127,13 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
         "spark.sql.shuffle.partitions": str(shuffle_partitions or 4),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        # Executors run the same interpreter as the CLI (rmqctl must be importable there).
-        "spark.pyspark.python": sys.executable,
+        # local: executors run the CLI's interpreter and sys.path; a cluster: rmqctl is shipped (ship.py)
+        "spark.pyspark.python": worker_python,
         "spark.pyspark.driver.python": sys.executable,
-        "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
-    if url.startswith("local"):
+    if local:
+        settings["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    if local:
         settings["spark.local.dir"] = _temp_dir()   # Spark's scratch goes with our folder at exit
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
@@ -167,6 +172,11 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
         raise IOFailure(f"could not start Spark ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
                         + (f"; JVM log says: {_last_line(_state['log'])}" if _state.get("log") else "")) from e
     sc.setLogLevel(level.upper())
+    if not local:
+        from rmqctl.spark.ship import build_zip
+
+        _state["shipped"] = build_zip(_temp_dir())
+        sc.addPyFile(_state["shipped"])
     spark = SparkSession(sc)
     atexit.register(_stop_quietly, spark)
     return spark
