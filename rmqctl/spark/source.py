@@ -101,7 +101,10 @@ def plan_stores(paths, *, split_size=None, parallelism=None, config=None):
             raise UsageError("not a store (no commitlog/ folder)", path=ref.local)
         store = Store.open(ref.local, config or StoreConfig(), rocksdb=True)
         cfg = store.config
-        files[ref.name] = [(str(f.path), f.start, f.size) for f in store.commitlog.files]
+        fl = [(str(f.path), f.start, f.size) for f in store.commitlog.files]
+        while fl and _unwritten(fl[-1][0]):
+            fl.pop()    # pre-allocated files past the end of data: the sequential walk stops before them
+        files[ref.name] = fl
         configs[ref.name] = {"delay_levels": list(cfg.delay_levels), "enable_lmq": dispatch.lmq_on(cfg),
                              "enable_multi_dispatch": dispatch.multi_dispatch_on(cfg),
                              "index_enable": cfg.message_index_enable,
@@ -109,6 +112,16 @@ def plan_stores(paths, *, split_size=None, parallelism=None, config=None):
     plan = plan_local(refs, files, split_size=split_size, parallelism=parallelism or os.cpu_count() or 2)
     splits = [replace(s, id=i) for i, s in enumerate(plan.splits)]
     return splits, configs
+
+
+def _unwritten(path: str) -> bool:
+    """The file starts with unwritten space (TOTALSIZE 0, MAGIC 0): a walk of it gives nothing."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False
+    return len(head) == 8 and not any(head)
 
 
 def last_files(splits) -> dict:
