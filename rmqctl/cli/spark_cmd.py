@@ -268,11 +268,13 @@ def _print_stats(result, show_queues):
 def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files, since, state, conf, show_schema,
            master, io, split_size, broker_config, no_crc, topics, queues, keys, begin, end, tx_types, utc,
            unconsumed, group, no_offset, engine, as_json):
-    """Export messages to Parquet or JSON Lines with the documented, versioned messages schema
-    (`rmqctl export --schema`: store, topic, queue_id, queue_offset, physical_offset, size, sys_flag,
-    transaction_type, tags, tags_code, keys, uniq_key, msg_id, born/store time as timestamps and as ms,
-    hosts, reconsume_times, body_crc_ok, properties, body, body_note). Parquet goes to Hive-style folders
-    store=/topic=/date= by default. Readable by pandas/pyarrow, DuckDB and Spark. Read-only on the store.
+    """Export messages to Parquet or JSON Lines (the documented, versioned messages schema).
+
+    Columns (`rmqctl export --schema`; MESSAGES SCHEMA below): store, topic, queue_id, queue_offset,
+    physical_offset, size, sys_flag, transaction_type, tags, tags_code, keys, uniq_key, msg_id, born and
+    store time (timestamps, and ms bigints), hosts, reconsume_times, body_crc_ok, properties, body,
+    body_note. Parquet goes to Hive-style folders store=/topic=/date= by default (date: UTC). Readable
+    by pandas/pyarrow, DuckDB and Spark. Read-only on the store.
 
     \b
     Example:

@@ -3,7 +3,7 @@ schema (rmqctl.spark.schema), readable by pandas/pyarrow, DuckDB and Spark. Filt
 executors before rows are built.
 
 Layout: Hive-style partition folders (`--partition-by`; the CLI's default for Parquet is
-store/topic/date, date = the UTC date of store_time), a `_rmqctl.json` naming the schema version and
+store/topic/date, date = the UTC date of store_time), a `_rmqctl` naming the schema version and
 what each run read, `_SUCCESS` when done.
 
 Parquet to a local path (the common case): each Spark task writes its own part files with pyarrow
@@ -27,7 +27,7 @@ from rmqctl.errors import UsageError
 
 FORMATS = ("parquet", "jsonl")
 STATE_VERSION = 1
-META_FILE = "_rmqctl.json"
+META_FILE = "_rmqctl"
 
 
 def read_state(path: str | None, ds) -> dict:

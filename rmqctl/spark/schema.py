@@ -93,7 +93,7 @@ def as_dict() -> dict:
             "partition_columns": {k: v for k, v in PARTITION_COLUMNS.items()},
             "derived": {k: {"type": t, "doc": d} for k, (t, d) in DERIVED.items()},
             "style": "hive (NAME=VALUE directories, values escaped as %XX like Spark)",
-            "metadata_file": "_rmqctl.json",
+            "metadata_file": "_rmqctl",
         },
     }
 
@@ -115,5 +115,5 @@ def as_text() -> str:
     lines += ["", "export layout: Hive-style partitions " + "/".join(f"{p}=..." for p in DEFAULT_PARTITION_BY)
               + " by default (--partition-by to change, --partition-by none for a flat folder);",
               "  date = the UTC date of store_time (yyyy-MM-dd), a partition column only;",
-              "  _rmqctl.json in the output folder names the schema version and where each commitlog was read to."]
+              "  _rmqctl in the output folder names the schema version and where each commitlog was read to."]
     return "\n".join(lines) + "\n"
