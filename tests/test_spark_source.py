@@ -189,6 +189,12 @@ def test_export_layout_incremental_since_and_schema(cli, spark, tmp_path):
     part = next((out / "store=broker-a" / "topic=Orders" / "date=2023-11-15").glob("*.parquet"))
     names = pq.read_schema(part).names
     assert "store_time" in names and "topic" not in names and "date" not in names
+    # replay reads the files one by one: it takes store/topic back from the folder names
+    code, o, err = cli("replay", str(out), "--to", "127.0.0.1:9", "--dry-run", "--json")
+    rep = json.loads(o)
+    empty = sum(1 for r in rows if not r["body"] and r["transaction_type"] in ("NOT", "COMMIT"))
+    assert code in (0, 4) and rep["rows"] == 401 and rep["failed"] == empty, (o, err)    # the client refuses those
+    assert rep["sent"] + rep["failed"] + sum(rep["not_sent"].values()) == 401 and rep["sent"] > 300, rep
     meta = json.loads((out / "_rmqctl").read_text())
     assert meta["schema_version"] == 2 and len(meta["runs"]) == 3
     assert meta["runs"][1]["stores"]["broker-a"] == {"from_offset": first_stop, "to_offset": layout[-1][3] +

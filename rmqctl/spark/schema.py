@@ -70,6 +70,31 @@ PARTITION_COLUMNS = {
 DERIVED = {"date": ("date", "the UTC date of store_time; a partition column of the export layout only")}
 
 
+def partition_values(root, path) -> dict:
+    """The Hive partition columns of an exported file, from its folders under the export's root
+    (store=a/topic=T/date=2024-05-01/part-0.parquet -> {"store": "a", "topic": "T", "date": "2024-05-01"}):
+    what readers that open one file at a time (rmqctl replay) add back to its rows."""
+    import os
+    from urllib.parse import unquote
+
+    rel = os.path.relpath(os.path.dirname(str(path)), str(root))
+    out: dict = {}
+    if rel in (".", ""):
+        return out
+    for part in rel.split(os.sep):
+        name, sep, value = part.partition("=")
+        if not sep or name not in PARTITION_COLUMNS:
+            continue
+        v = None if value == "__HIVE_DEFAULT_PARTITION__" else unquote(value)
+        if v is not None and PARTITION_COLUMNS[name] == "int":
+            try:
+                v = int(v)
+            except ValueError:
+                pass
+        out[name] = v
+    return out
+
+
 def columns(body: bool = True) -> list[tuple[str, str]]:
     """[(name, Spark type)] of the messages DataFrame, in order."""
     return [(c.name, c.type) for c in COLUMNS if body or not c.body]
