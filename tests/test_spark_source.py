@@ -15,7 +15,7 @@ import pytest
 from oracle_helpers import fixture_dirs
 from spark_fixtures import sample_messages, spark, write_store  # noqa: F401 - spark is a fixture
 
-FIXTURES = [p for p in fixture_dirs() if p.name in ("basic-multifile-v5", "compressed-v5", "ipv6-v4")]
+FIXTURES = [p for p in fixture_dirs() if p.name in ("basic-multifile-v5", "compressed-v5", "ipv6-v4", "empty-v5")]
 
 
 def _legacy_cols():
@@ -76,7 +76,8 @@ def test_read_commitlog_and_data_source_equal_local(spark, tmp_path):
     from rmqctl.spark import schema, source
     from rmqctl.spark.dataset import Filter
 
-    assert len(FIXTURES) == 3
+    assert len(FIXTURES) == 4
+    assert not any((p / "store" / "commitlog").exists() for p in FIXTURES if p.name == "empty-v5")   # no commitlog/
     gen = tmp_path / "gen"
     layout = write_store(str(gen), sample_messages(300, seed=9))
     bad = tmp_path / "bad"
@@ -114,7 +115,8 @@ def test_read_commitlog_and_data_source_equal_local(spark, tmp_path):
         good = ",".join(a for a in args if not a.startswith("bad="))
         df = spark.read.format("rocketmq").load(good)
         # (pre-allocated files past the end of data hold nothing: not planned)
-        files = [f for n, p in stores if n != "bad" for f in (p / "commitlog").iterdir() if any(f.read_bytes()[:8])]
+        files = [f for n, p in stores if n != "bad" and (p / "commitlog").is_dir()
+                 for f in (p / "commitlog").iterdir() if any(f.read_bytes()[:8])]
         assert df.rdd.getNumPartitions() == len(files) > len(stores)
         assert _rows(_spark_rows(df), cols) == [r for r in want if r[0] != "bad"]
         df = spark.read.format("rocketmq").option("topic", "Orders").option("body", "false").load(str(gen))

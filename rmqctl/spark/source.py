@@ -97,8 +97,9 @@ def plan_stores(paths, *, split_size=None, parallelism=None, config=None):
         if ref.local is None:
             raise UsageError(f"{ref.uri}: the rocketmq data source reads local paths; use "
                              "rmqctl.spark.read_commitlog() for Hadoop URIs")
-        if not os.path.isdir(os.path.join(ref.local, "commitlog")):
-            raise UsageError("not a store (no commitlog/ folder)", path=ref.local)
+        from rmqctl.cli.options import require_store
+
+        require_store(ref.local)      # a store with no commitlog/ yet (no message ever) gives no rows
         store = Store.open(ref.local, config or StoreConfig(), rocksdb=True)
         cfg = store.config
         fl = [(str(f.path), f.start, f.size) for f in store.commitlog.files]
