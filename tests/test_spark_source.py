@@ -155,6 +155,10 @@ def test_export_layout_incremental_since_and_schema(cli, spark, tmp_path):
     assert code == 0 and "store_time" in out and "timestamp" in out and "version 2" in out
     code, out, err = cli("export", str(tmp_path), "--out", str(tmp_path / "x"), "--conf", "nokey")
     assert code == 2 and err.count("\n") == 1 and "KEY=VALUE" in err
+    (tmp_path / "junk.state").write_text('{"x": 1}')
+    code, out, err = cli("export", str(tmp_path), "--out", str(tmp_path / "x"), "--from-offsets",
+                         str(tmp_path / "junk.state"))
+    assert code == 2 and err.count("\n") == 1 and "not an export state file" in err
 
     # messages on both sides of a UTC midnight, the second half appended after the first export
     midnight = 1_700_006_400_000                        # 2023-11-15T00:00:00Z

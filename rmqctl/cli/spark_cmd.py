@@ -323,6 +323,9 @@ def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files
         partition_by = ()
     with spark_extra_required("rmqctl export"):
         from rmqctl.spark.export import export as run_export
+        from rmqctl.spark.export import load_state
+
+        load_state(state)      # a bad state file is reported before Spark starts
 
         flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
         if since is not None:

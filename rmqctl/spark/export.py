@@ -30,9 +30,15 @@ STATE_VERSION = 1
 META_FILE = "_rmqctl"
 
 
-def read_state(path: str | None, ds) -> dict:
-    """{store name: commitlog offset} from a state file (missing file: {} -- a first run)."""
-    if not path or not os.path.exists(path):
+def load_state(path: str | None) -> dict:
+    """The stores of a state file ({} when there is none yet); a usage error for anything unreadable
+    or a folder that does not exist (checked before Spark starts)."""
+    if not path:
+        return {}
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError("no such directory for the --from-offsets state file", path=folder)
+    if not os.path.exists(path):
         return {}
     try:
         with open(path, encoding="utf-8") as f:
@@ -40,15 +46,22 @@ def read_state(path: str | None, ds) -> dict:
         stores = d["stores"]
         if d.get("version") != STATE_VERSION:
             raise ValueError(f"version {d.get('version')!r}")
-        offsets = {name: int(v["commitlog_offset"]) for name, v in stores.items()}
+        for v in stores.values():
+            int(v["commitlog_offset"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UsageError(f"not an export state file ({type(e).__name__}: {e})", path=path) from e
+    return stores
+
+
+def read_state(path: str | None, ds) -> dict:
+    """{store name: commitlog offset} from a state file (missing file: {} -- a first run)."""
+    stores = load_state(path)
     for info in ds.stores:
         old = stores.get(info.ref.name)
         if old is not None and old.get("uri") not in (None, info.ref.uri):
             raise UsageError(f"the state file has store {info.ref.name!r} at {old.get('uri')}, this run reads "
                              f"{info.ref.uri} (name the stores NAME=PATH as in the first run)", path=path)
-    return offsets
+    return {name: int(v["commitlog_offset"]) for name, v in stores.items()}
 
 
 def stop_offsets(ds, start: dict) -> dict:
