@@ -206,6 +206,10 @@ def _extra_section(full: str) -> str:
         from rmqctl.check.codes import man_section
 
         return ".SH FINDING CODES\n.nf\n" + _esc(man_section()) + "\n.fi"
+    if full == "rmqctl-export":
+        from rmqctl.spark.schema import as_text
+
+        return ".SH MESSAGES SCHEMA\n.nf\n" + _esc(as_text()) + "\n.fi"
     return ""
 
 

@@ -86,7 +86,11 @@ def input_files(path) -> list[Path]:
 
 def read_rows(path):
     """(where, row dict) of every exported row, file by file."""
+    from rmqctl.spark.schema import partition_values
+
     for f in input_files(path):
+        # export's Hive-style folders (store=/topic=/date=) hold columns the files do not
+        part = partition_values(path, f) if Path(path).is_dir() else {}
         if f.suffix == ".parquet":
             try:
                 import pyarrow.parquet as pq
@@ -98,7 +102,7 @@ def read_rows(path):
                 for batch in pf.iter_batches(batch_size=1024):
                     for row in batch.to_pylist():
                         n += 1
-                        yield f"{f}:row {n}", row
+                        yield f"{f}:row {n}", (part | row) if part else row
             except (OSError, ValueError) as e:
                 raise FormatError(f"not a readable Parquet file: {e}", path=f) from None
             continue
@@ -112,7 +116,7 @@ def read_rows(path):
                     raise FormatError(f"line {i}: not JSON ({e.msg})", path=f) from None
                 if not isinstance(row, dict):
                     raise FormatError(f"line {i}: not a JSON object", path=f)
-                yield f"{f}:{i}", row
+                yield f"{f}:{i}", (part | row) if part else row
 
 
 def parse_topic_map(pairs) -> dict:

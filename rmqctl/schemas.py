@@ -526,6 +526,18 @@ SCHEMAS: dict[str, dict] = {
                    "format": req("string", "parquet or jsonl"), "messages": _i("messages written"),
                    "files": _i("files written")},
     },
+    "rmqctl.export-schema/1": {
+        "command": "export", "shape": "report",
+        "doc": "export --schema: the messages schema of export, read_commitlog and the rocketmq data source",
+        "fields": {"schema": SCHEMA_FIELD, "version": _i("messages schema version"),
+                   "columns": req("array", "the columns in order", {
+                       "name": req("string", "column name"), "type": req("string", "Spark SQL type"),
+                       "nullable": req("boolean", "may be null"),
+                       "body_only": req("boolean", "present only with bodies"),
+                       "since_version": _i("schema version that added it"), "doc": req("string", "meaning")}),
+                   "export_layout": req("object", "default_partition_by, partition_columns, derived, style, "
+                                                  "metadata_file")},
+    },
     "rmqctl.export-unconsumed/1": {
         "command": "export", "shape": "report",
         "doc": "export --unconsumed: what was salvaged, per consumer group and queue",

@@ -28,7 +28,7 @@ os.environ.setdefault("COLUMNS", "120")
 # if every test that starts the oracle, Spark or a Spark cluster carries the marker: a test that does so
 # unmarked fails here. Seen from the subprocesses a test starts: tests/oracle/*, a standalone master or
 # worker, spark-submit (an in-process SparkSession), and an rmqctl child running stats/export/--engine
-# spark (other than --help and --engine local).
+# spark (other than --help, export --schema and --engine local).
 _RUNNING: dict = {"item": None}
 
 
@@ -44,7 +44,7 @@ def _needs(argv: list[str]) -> str | None:
         return "spark_cluster"
     local = any(a == "--engine" and b == "local" for a, b in zip(argv, argv[1:]))   # stats in-process
     if "spark-submit" in text or ("rmqctl" in text and ({"stats", "export", "spark"} & set(argv))
-                                  and not ({"-h", "--help"} & set(argv)) and not local):
+                                  and not ({"-h", "--help", "--schema"} & set(argv)) and not local):
         return "spark"
     return None
 

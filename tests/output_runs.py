@@ -98,6 +98,7 @@ def runs(tmp: Path) -> list:
     add(run("config", "topics", "list", a, "--json"))
     add(run("config", "groups", "list", a, "--json"))
     add(run("config", "delay", "show", a, "--json"))
+    add(run("export", "--schema", "--json"))     # the messages schema: no Spark
     # storeType=defaultRocksDB (the rocksdb extra)
     rk = ROOT / "fixtures" / "rocksdb-stores" / "rocksdb-v5" / "store"
     add(run("dump", rk, "--json"))

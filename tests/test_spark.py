@@ -124,8 +124,10 @@ def test_export_parquet_roundtrip_every_fixture(spark, tmp_path):
     ds = Dataset.open(spark, _refs(), body="raw")    # stored bodies: the oracle's body_b64 is not decompressed
     res = export(ds, str(tmp_path / "out"), "parquet")
     table = pq.read_table(str(tmp_path / "out"))
+    from rmqctl.spark import schema
+
+    assert table.column_names == schema.names(True)      # the documented schema (with store_time, born_time)
     cols = [c for c, _ in MESSAGE_COLUMNS] + ["body", "body_note"]
-    assert table.column_names == cols
     got = sorted(_norm_row(r[c] for c in cols) for r in table.to_pylist())
     want = sorted(_norm_row(r) for fx in FIXTURES for r in _local_rows(fx.name, fx / "store", body="raw"))
     assert res["messages"] == len(want) == len(got)
@@ -346,4 +348,5 @@ def test_direct_parquet_export_after_rerun(spark, tmp_path):
     cols = [c for c, _ in MESSAGE_COLUMNS] + ["body", "body_note"]
     got = sorted(_norm_row(r[c] for c in cols) for r in table.to_pylist())
     assert res["messages"] == len(got) == len(want) > 0 and got == want
-    assert sorted(os.listdir(tmp_path / "out")) == sorted(["_SUCCESS"] + [os.path.basename(p) for p in res["files"]])
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(["_SUCCESS", "_rmqctl"] +
+                                                          [os.path.basename(p) for p in res["files"]])

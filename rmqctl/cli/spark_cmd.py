@@ -57,7 +57,7 @@ def _filter(topics, queues, keys, begin, end, tx_types, utc=False):
                   frozenset(t.upper() for t in tx_types))
 
 
-def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=False):
+def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=False, conf=None):
     from rmqctl.spark.dataset import Dataset
     from rmqctl.spark.plan import parse_store_args
     from rmqctl.spark.session import get_session
@@ -74,9 +74,20 @@ def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=Fa
 
         base = StoreConfig.from_file(broker_config)
     verbose = (ctx.obj or {}).get("verbose", 0) if ctx.obj else 0
-    spark = get_session(master, verbose=verbose)
+    spark = get_session(master, verbose=verbose, conf=conf)
     return Dataset.open(spark, refs, config=base, io=io, split_size=split_size, check_crc=not no_crc,
                         body=body)
+
+
+def _conf(pairs) -> dict:
+    """--conf KEY=VALUE pairs -> a dict (a usage error for anything else)."""
+    out = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or not k.strip():
+            raise UsageError(f"--conf {p!r}: give KEY=VALUE, e.g. spark.executor.memory=4g")
+        out[k.strip()] = v
+    return out
 
 
 def _base_config(broker_config):
@@ -229,36 +240,68 @@ def _print_stats(result, show_queues):
 @click.command("export")
 @click.argument("stores", nargs=-1, metavar="STORE...")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet", show_default=True)
-@click.option("--out", required=True, help="Output directory (local path or a Hadoop URI such as s3a://b/p).")
+@click.option("--out", help="Output directory (local path or a Hadoop URI such as s3a://b/p). Required.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
 @click.option("--body/--no-body", default=True, show_default=True,
               help="Include message bodies (binary in Parquet, base64 in JSON Lines), compressed ones "
                    "(SYSFLAG 0x1) decompressed, with a body_note column saying why one could not be.")
 @click.option("--raw-body", is_flag=True, help="Bodies as stored (compressed ones not decompressed).")
-@click.option("--partition-by", type=click.Choice(["store", "topic", "queue_id"]), multiple=True,
-              help="Hive-style output partitions (repeatable, in order).")
+@click.option("--partition-by", type=click.Choice(["store", "topic", "date", "queue_id", "none"]), multiple=True,
+              help="Hive-style output folders (repeatable, in order); date = the UTC date of store_time; none = "
+                   "one flat folder. [default: store, topic, date for Parquet; flat for JSON Lines]")
 @click.option("--files", type=click.IntRange(min=1), default=None, help="Write at most N files.")
+@click.option("--since", help="Only messages stored at or after this time (like --begin; for time-based "
+                              "incremental exports).")
+@click.option("--from-offsets", "state", type=click.Path(dir_okay=False),
+              help="Incremental export: start each store's commitlog where this state file says the previous "
+                   "run stopped (a missing file starts at the beginning), add the new files next to the earlier "
+                   "ones in --out, and rewrite the file with where this run stopped.")
+@click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting for the session (repeatable), e.g. --conf spark.executor.memory=4g.")
+@click.option("--schema", "show_schema", is_flag=True,
+              help="Print the messages schema (version, columns, layout) and exit; with --json as JSON.")
 @spark_options
 @filter_options
 @unconsumed_options
 @report_json_option
 @click.pass_context
-def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files, master, io, split_size, broker_config,
-           no_crc, topics, queues, keys, begin, end, tx_types, utc, unconsumed, group, no_offset, engine, as_json):
-    """Export messages to Parquet or JSON Lines with the documented messages schema (store, topic,
-    queue_id, queue_offset, physical_offset, size, sys_flag, transaction_type, tags, tags_code,
-    keys, uniq_key, msg_id, born/store timestamps (ms) and hosts, reconsume_times, body_crc_ok,
-    properties, body, body_note). Readable by pandas/pyarrow, DuckDB and Spark. Read-only on the store.
+def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files, since, state, conf, show_schema,
+           master, io, split_size, broker_config, no_crc, topics, queues, keys, begin, end, tx_types, utc,
+           unconsumed, group, no_offset, engine, as_json):
+    """Export messages to Parquet or JSON Lines (the documented, versioned messages schema).
+
+    Columns (`rmqctl export --schema`; MESSAGES SCHEMA below): store, topic, queue_id, queue_offset,
+    physical_offset, size, sys_flag, transaction_type, tags, tags_code, keys, uniq_key, msg_id, born and
+    store time (timestamps, and ms bigints), hosts, reconsume_times, body_crc_ok, properties, body,
+    body_note. Parquet goes to Hive-style folders store=/topic=/date= by default (date: UTC). Readable
+    by pandas/pyarrow, DuckDB and Spark. Read-only on the store.
 
     \b
     Example:
       rmqctl export store --out /tmp/orders --topic Orders --begin 2024-05-01 --end 2024-05-02
       rmqctl export a=/data/a/store b=/data/b/store --format jsonl --out /tmp/all --no-body
-      duckdb -c "select topic, count(*) from '/tmp/orders/*.parquet' group by 1"
+      duckdb -c "select topic, count(*) from read_parquet('/tmp/orders/**/*.parquet', hive_partitioning=1) group by 1"
+      rmqctl export store --out /lake/mq --from-offsets /lake/mq.state    # run again: only new messages
+      rmqctl export --schema --json
       rmqctl export store --unconsumed --group OrderGroup --format jsonl --out /tmp/salvage
     """
     from rmqctl.spark.session import spark_extra_required
 
+    if show_schema:
+        from rmqctl.spark import schema
+
+        if as_json:
+            from rmqctl.render import emit_json
+
+            emit_json("export-schema", schema.as_dict())
+        else:
+            sys.stdout.write(schema.as_text())
+        return Exit.OK
+    if not out:
+        raise UsageError("give --out DIRECTORY")
+    spark_conf = _conf(conf)
+    if unconsumed and (since or state or conf):
+        raise UsageError("--since, --from-offsets and --conf do not go with --unconsumed")
     if unconsumed:
         from rmqctl.cli import salvage_cmd
 
@@ -270,26 +313,43 @@ def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files
     if group:
         raise UsageError("--group goes with --unconsumed")
 
+    if "none" in partition_by and len(partition_by) > 1:
+        raise UsageError("--partition-by none does not combine with other columns")
     with spark_extra_required("rmqctl export"):
         flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
-        if engine == "local":       # in this process, without Spark (rmqctl.local_export)
+        if since is not None:
+            from dataclasses import replace
+
+            s_ms = resolve_time("--since", since, utc)
+            flt = replace(flt, begin=s_ms if flt.begin is None else max(flt.begin, s_ms))
+            if flt.end is not None and flt.begin >= flt.end:
+                raise UsageError(f"--since {s_ms} is not before --end {flt.end}: nothing to select")
+        if engine == "local":       # in this process, without Spark (rmqctl.local_export): one file
             from rmqctl.local_export import export_local
 
-            if partition_by or files:
-                raise UsageError("--partition-by and --files go with --engine spark")
+            if partition_by or files or state or conf:
+                raise UsageError("--partition-by, --files, --from-offsets and --conf go with --engine spark")
             res = export_local(_local_stores(stores), out, fmt, flt or None, config=_base_config(broker_config),
                                check_crc=not no_crc, body="raw" if body and raw_body else body, overwrite=overwrite)
         else:
             from rmqctl.spark.export import export as run_export
+            from rmqctl.spark.export import load_state
+            from rmqctl.spark.schema import DEFAULT_PARTITION_BY
 
+            load_state(state)      # a bad state file is reported before Spark starts
+            if not partition_by:
+                partition_by = DEFAULT_PARTITION_BY if fmt == "parquet" else ()
+            elif partition_by == ("none",):
+                partition_by = ()
             ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc,
-                          body="raw" if body and raw_body else body)
+                          body="raw" if body and raw_body else body, conf=spark_conf)
             res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
-                             files=files)
+                             files=files, state=state)
     if as_json:
         from rmqctl.render import emit_json
 
-        emit_json("export", {k: v for k, v in res.items() if k != "files"} | {"files": len(res["files"])})
+        emit_json("export", {k: v for k, v in res.items() if k not in ("files", "offsets")}
+                  | {"files": len(res["files"])})
     else:
         sys.stdout.write(f"exported {res['messages']:,} messages to {res['out']} ({fmt}, "
                          f"{len(res['files'])} files)\n")

@@ -31,7 +31,10 @@ from rmqctl.spark.plan import CROSSED, Split, SplitStatus, resync
 
 _SPARK_TYPES = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "boolean": pa.bool_(),
                 "binary": pa.binary(), "array<string>": pa.list_(pa.string()),
-                "map<string,string>": pa.map_(pa.string(), pa.string())}
+                "map<string,string>": pa.map_(pa.string(), pa.string()),
+                # Spark's own Arrow form of TimestampType (microseconds; the zone does not change the instant)
+                "timestamp": pa.timestamp("us", tz="UTC"), "date": pa.date32()}
+_DAY_MS = 86_400_000
 _TX_NAMES = pa.array([TRANSACTION_TYPE_NAMES[i << 2] for i in range(4)], pa.string())
 _MAGIC_NAMES = pa.array(["V1", "V2"], pa.string())
 _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
@@ -357,6 +360,9 @@ def to_arrow(bt, store: str, delay_levels, *, crc_checked: bool, columns, flt=No
         "born_host": lambda: _hosts(b, P + 48, born6),
         "store_timestamp": lambda: pa.array(bt.store_timestamp, i64),
         "store_host": lambda: _hosts(b, store_at, store6),
+        "born_time": lambda: pa.array(bt.born_timestamp.astype(np.int64) * 1000, _SPARK_TYPES["timestamp"]),
+        "store_time": lambda: pa.array(bt.store_timestamp.astype(np.int64) * 1000, _SPARK_TYPES["timestamp"]),
+        "date": lambda: pa.array((bt.store_timestamp.astype(np.int64) // _DAY_MS).astype(np.int32), pa.date32()),
         "reconsume_times": lambda: pa.array(bt.reconsume_times, i32),
         "prepared_transaction_offset": lambda: pa.array(bt.prepared_transaction_offset, i64),
         "body_length": lambda: pa.array(bt.body_length, i32),
@@ -414,7 +420,8 @@ def walk_split_batches(split: Split, opts: dict, fd: int):
 
 
 def split_arrow(split: Split, opts: dict, cfg: dict, columns, flt=None, fd: int | None = None):
-    """RecordBatches of one split's messages (filtered); returns (StopIteration.value) (SplitStatus, rows)."""
+    """RecordBatches of one split's messages (filtered); returns (StopIteration.value) (SplitStatus, rows).
+    cfg["from_offset"], when given, drops the records before that commitlog offset (incremental export)."""
     own = fd is None
     if own:
         fd = os.open(split.path, os.O_RDONLY)
@@ -422,11 +429,16 @@ def split_arrow(split: Split, opts: dict, cfg: dict, columns, flt=None, fd: int 
     try:
         gen = walk_split_batches(split, opts, fd)
         crc = opts.get("check_crc", True)
+        low = cfg.get("from_offset") or 0
         while True:
             try:
                 bt = next(gen)
             except StopIteration as e:
                 return e.value, rows
+            if low and int(bt.offset[0]) < low:
+                if int(bt.offset[-1]) < low:
+                    continue
+                bt = _take(bt, bt.offset >= low)
             rb = to_arrow(bt, split.store, cfg["delay_levels"], crc_checked=crc, columns=columns, flt=flt,
                           raw_body=opts.get("body") == "raw")
             if rb is not None:
