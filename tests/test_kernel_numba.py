@@ -194,7 +194,8 @@ def test_without_numba(tmp_path):
     (tmp_path / "commitlog").mkdir()
     (tmp_path / "commitlog" / "00000000000000000000").write_bytes(BASES["real"])
     code = ("import sys; sys.modules['numba'] = None; from rmqctl import kernels; from rmqctl.cli import run; "
-            "kernels.note_walked(kernels.AUTO_AFTER); print(kernels.name()); sys.stdout.flush(); sys.exit(int(run(['verify', sys.argv[1]])))")
+            "kernels.note_walked(kernels.AUTO_AFTER); print(kernels.name()); sys.stdout.flush(); "
+            "sys.exit(int(run(['verify', sys.argv[1]])))")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
                        env={**os.environ, "RMQCTL_KERNEL": "auto"})
     assert r.stdout.splitlines()[0] == "numpy" and r.returncode in (0, 4) and "numba" not in r.stderr, r.stderr
