@@ -4,9 +4,11 @@ Each task (a commitlog range, see plan.py) decodes its messages with the batch k
 them itself, in numpy: one partial row per (topic, queue, minute) -- counts, bytes, times, sizes, next
 queue offset, a power-of-two size histogram -- and one HyperLogLog register set per (topic, queue) for
 KEYS and for UNIQ_KEY. Only those partials reach the JVM, so the job costs what decoding costs and
-scales with the cores. Spark merges the partials (groupBy at minute grain, then queues, topics and the
-rate series; register sets merge by element-wise max). The default (non-Spark) engine runs the same
-task function over whole files in one process and merges in Python: both give identical results.
+scales with the cores. Spark merges the partials in the executors (groupBy/agg at minute grain, then
+queues and the rate series; register sets by element-wise max in grouped Arrow functions, reduced to
+their estimates there), so the driver receives only the final tables (spark_merge). The default
+(non-Spark) engine runs the same task function over whole files in one process and merges in Python
+(Merge): both give identical results.
 Counts, bytes, times and offsets are exact; distinct key counts are HLL estimates (~1.6% at lgK 12).
 """
 from __future__ import annotations
@@ -342,17 +344,9 @@ class Merge:
                 a[6] = vals[6] if a[6] is None else max(a[6], vals[6])
             a[7] += hist
 
-    def batch(self):
-        """The merged state as partial rows again (the executors' pre-merge output)."""
-        agg = SplitAggregate()
-        out = []
-        for store in sorted({k[0] for k in self.minutes} | {k[0] for k in self.regs}):
-            agg.groups = {k[1:]: v for k, v in self.minutes.items() if k[0] == store}
-            agg.hll = {k[1:]: v for k, v in self.regs.items() if k[0] == store}
-            out.append(agg.partials(store))
-        return out
-
     def result(self, stores, offsets, scan) -> dict:
+        import numpy as np
+
         queues: dict = {}
         for (st, t, q, _m), a in sorted(self.minutes.items()):
             d = queues.get((st, t, q))
@@ -377,52 +371,123 @@ class Merge:
         for (_st, t, _q, m), a in self.minutes.items():
             k = (t, (m // width) * width)
             series[k] = series.get(k, 0) + a[0]
-        regs = {k: (v[0].tobytes(), v[1].tobytes()) for k, v in self.regs.items()}
-        return _result(stores, qs, [(t, x, n) for (t, x), n in series.items()], width, regs, offsets, scan)
-
-
-MERGE_ON_EXECUTORS = 32   # more tasks than this: partials are pre-merged by key on the executors
-
-
-def _merge_task(batches):
-    m = Merge()
-    for rb in batches:
-        m.add(rb)
-    yield from m.batch()
+        topic_regs: dict = {}
+        for d in qs:
+            r = self.regs.get((d["store"], d["topic"], d["queue_id"]))
+            d["distinct_keys"], d["distinct_uniq_keys"] = (0, 0) if r is None else (hll_estimate(r[0]),
+                                                                                    hll_estimate(r[1]))
+            if r is not None:
+                k = (d["store"], d["topic"])
+                t = topic_regs.get(k)
+                topic_regs[k] = (r[0], r[1]) if t is None else (np.maximum(t[0], r[0]), np.maximum(t[1], r[1]))
+        topic_est = {k: (hll_estimate(v[0]), hll_estimate(v[1])) for k, v in topic_regs.items()}
+        return _result(stores, qs, [(t, x, n) for (t, x), n in series.items()], width, topic_est, offsets, scan)
 
 
 def compute(ds, flt=None) -> dict:
-    """Run the stats job over a Dataset; returns the JSON-ready result. One Spark job: the scan's
-    tasks aggregate, the driver merges their partial rows (pre-merged on the executors, by key, when
-    there are many tasks) with the same Merge the default engine uses."""
+    """Run the stats job over a Dataset; returns the JSON-ready result. The scan's tasks aggregate
+    their messages into partial rows (SplitAggregate); Spark merges those in the executors with
+    groupBy/agg (minute rows, then queues; the rate series; register sets element-wise by max, and
+    their estimates); the driver receives only the final tables -- one row per queue, per topic's
+    key estimates and per rate point -- never a row per minute or a register set."""
     from rmqctl.spark.dataset import ddl
 
     def action(ds):
         # per-task partial aggregates (PARTIAL_COLUMNS): the messages never leave the Python workers
         parts = ds.reduce(flt, lambda split: SplitAggregate(), ddl(PARTIAL_COLUMNS), columns=STATS_COLUMNS)
-        if len(ds.plan.splits) > MERGE_ON_EXECUTORS:
-            n = max(1, ds.spark.sparkContext.defaultParallelism)
-            parts = parts.repartition(n, "store", "topic", "queue_id").mapInArrow(_merge_task, ddl(PARTIAL_COLUMNS))
-        merge = Merge()
-        if hasattr(parts, "toArrow"):
-            for rb in parts.toArrow().to_batches():
-                merge.add(rb)
-        else:                                   # pyspark < 4: rows -> one Arrow batch
-            import pyarrow as pa
+        return spark_merge(parts)
 
-            from rmqctl.spark.batches import arrow_schema
+    queues, topic_est, series, width = ds.run(action)
+    return _result([i.ref.name for i in ds.stores], queues, series, width, topic_est,
+                   [(i.ref.name, i.consumer_offsets, (i.ref.local or i.ref.uri) + "/config/consumerOffset.json")
+                    for i in ds.stores],
+                   {"bytes": ds.total_bytes, "splits": len(ds.plan.splits), "runs": ds.runs,
+                    "stops": ds.last_summary})
 
-            rows = parts.collect()
-            schema = arrow_schema(PARTIAL_COLUMNS)
-            merge.add(pa.RecordBatch.from_pylist([r.asDict() for r in rows], schema=schema))
-        return merge
 
-    merge = ds.run(action)
-    return merge.result([i.ref.name for i in ds.stores],
-                        [(i.ref.name, i.consumer_offsets, (i.ref.local or i.ref.uri) + "/config/consumerOffset.json")
-                         for i in ds.stores],
-                        {"bytes": ds.total_bytes, "splits": len(ds.plan.splits), "runs": ds.runs,
-                         "stops": ds.last_summary})
+_KEY = ("store", "topic", "queue_id")
+_HIST = [f"h{b}" for b in range(HIST_LO, HIST_HI + 1)]
+
+
+def spark_merge(parts):
+    """The partial rows (a DataFrame with PARTIAL_COLUMNS) merged by Spark: returns (queue rows as
+    dicts with their distinct-key estimates, {(store, topic): (keys, uniq keys)} estimates, rate series
+    [(topic, bucket minute, messages)], bucket width in minutes). Three small collects; the partials
+    are persisted so the scan runs once."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    parts = parts.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        minutes = (parts.where(F.col("minute").isNotNull())
+                   .groupBy(*_KEY, "minute")
+                   .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"),
+                        F.min("first_ts").alias("first_ts"), F.max("last_ts").alias("last_ts"),
+                        F.min("min_size").alias("min_size"), F.max("max_size").alias("max_size"),
+                        F.max("next_off").alias("next_off"),     # max ignores nulls: null when none dispatched
+                        *[F.sum(h).alias(h) for h in _HIST], F.sum("multi").alias("multi")))
+        minutes = minutes.persist(StorageLevel.MEMORY_AND_DISK)
+        queues = (minutes.groupBy(*_KEY)
+                  .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"),
+                       F.min("first_ts").alias("first_ts"), F.max("last_ts").alias("last_ts"),
+                       F.min("min_size").alias("min_size"), F.max("max_size").alias("max_size"),
+                       F.max("next_off").alias("next_off"), *[F.sum(h).alias(h) for h in _HIST],
+                       F.max("messages").alias("peak_per_minute"), F.sum("multi").alias("multi")))
+        regs = parts.where(F.col("minute").isNull()).select(*_KEY, "keys_hll", "uniq_hll")
+        q_est = _hll_groups(regs, list(_KEY))
+        t_est = _hll_groups(regs.drop("queue_id"), ["store", "topic"])
+        qrows = _collect(queues.join(q_est, list(_KEY), "left"))
+        for r in qrows:
+            r["distinct_keys"], r["distinct_uniq_keys"] = r.pop("keys_est") or 0, r.pop("uniq_est") or 0
+        topic_est = {(r["store"], r["topic"]): (r["keys_est"], r["uniq_est"]) for r in _collect(t_est)}
+        width = _width(min((d["first_ts"] for d in qrows), default=0), max((d["last_ts"] for d in qrows), default=0))
+        series = [(r["topic"], r["x"], r["n"]) for r in _collect(
+            minutes.groupBy("topic", (F.floor(F.col("minute") / width) * width).cast("bigint").alias("x"))
+            .agg(F.sum("messages").alias("n")))]
+        minutes.unpersist()
+    finally:
+        parts.unpersist()
+    return qrows, topic_est, series, width
+
+
+def _hll_groups(regs, keys):
+    """Register sets merged by `keys` in the executors (element-wise max, numpy in the Python
+    workers), reduced to their estimates: columns keys + keys_est, uniq_est."""
+    out = ", ".join([f"{k} {'int' if k == 'queue_id' else 'string'}" for k in keys] + ["keys_est bigint",
+                                                                                          "uniq_est bigint"])
+
+    def merge(table):
+        import numpy as np
+        import pyarrow as pa
+
+        n = table.num_rows
+        if not n:
+            return pa.table({k: table.column(k) for k in keys}
+                            | {"keys_est": pa.array([], pa.int64()), "uniq_est": pa.array([], pa.int64())})
+        est = []
+        for c in ("keys_hll", "uniq_hll"):
+            a = np.frombuffer(b"".join(table.column(c).to_pylist()), np.uint8).reshape(n, 1 << HLL_LG)
+            est.append(hll_estimate(a.max(axis=0)))
+        return pa.table({k: table.column(k).slice(0, 1) for k in keys}
+                        | {"keys_est": pa.array([est[0]], pa.int64()), "uniq_est": pa.array([est[1]], pa.int64())})
+
+    g = regs.groupBy(*keys)
+    if hasattr(g, "applyInArrow"):
+        return g.applyInArrow(merge, out)
+
+    def merge_pandas(pdf):      # pyspark < 4
+        import pyarrow as pa
+
+        return merge(pa.Table.from_pandas(pdf, preserve_index=False)).to_pandas()
+
+    return g.applyInPandas(merge_pandas, out)
+
+
+def _collect(df) -> list[dict]:
+    """A (small, final) DataFrame's rows as dicts, through Arrow where pyspark has it."""
+    if hasattr(df, "toArrow"):
+        return df.toArrow().to_pylist()
+    return [r.asDict() for r in df.collect()]
 
 
 def compute_local(store_paths, flt=None, *, config=None, check_crc=True, names=None) -> dict:
@@ -464,40 +529,32 @@ def _width(lo: int, hi: int) -> int:
     return max(1, -(-span_min // MAX_POINTS))       # minutes per point
 
 
-def _result(stores, queues, series, width, regs, offsets, scan) -> dict:
-    """The JSON-ready result from merged queue rows (dicts), the rate series and the HLL registers."""
-    import numpy as np
-
+def _result(stores, queues, series, width, topic_est, offsets, scan) -> dict:
+    """The JSON-ready result from merged queue rows (dicts with their distinct-key estimates), the
+    rate series [(topic, bucket minute, messages)] and {(store, topic): (keys, uniq keys)} estimates."""
     def hist_of(r):
         return {hist_label(b): r[f"h{b}"] for b in range(HIST_LO, HIST_HI + 1) if r[f"h{b}"]}
 
-    def base(r, kr, ur):
+    def base(r, kest, uest):
         n = r["messages"] or 0
         return {"messages": n, "bytes": r["bytes"] or 0, "first_store_timestamp": r["first_ts"],
                 "last_store_timestamp": r["last_ts"], "min_size": r["min_size"], "max_size": r["max_size"],
                 "avg_size": round((r["bytes"] or 0) / n, 1) if n else None,
-                "distinct_keys": hll_estimate(kr), "distinct_uniq_keys": hll_estimate(ur),
-                "size_histogram": hist_of(r)}
-
-    def regs_of(key):
-        r = regs.get(key)
-        return (None, None) if r is None else (np.frombuffer(r[0], np.uint8), np.frombuffer(r[1], np.uint8))
+                "distinct_keys": kest, "distinct_uniq_keys": uest, "size_histogram": hist_of(r)}
 
     qrows = sorted(({"store": r["store"], "topic": r["topic"], "queue_id": r["queue_id"],
-                     **base(r, *regs_of((r["store"], r["topic"], r["queue_id"]))),
+                     **base(r, r["distinct_keys"], r["distinct_uniq_keys"]),
                      "max_offset": r["next_off"], "peak_per_minute": r["peak_per_minute"],
                      **({"multi_dispatched_units": r["multi"]} if r.get("multi") else {})} for r in queues),
                    key=lambda d: (d["store"], d["topic"], d["queue_id"]))
     topics: dict = {}
     for r in queues:
         k = (r["store"], r["topic"])
-        kr, ur = regs_of((r["store"], r["topic"], r["queue_id"]))
         t = topics.get(k)
         if t is None:
             topics[k] = t = {"store": r["store"], "topic": r["topic"], "queues": 0, "messages": 0, "bytes": 0,
                              "first_ts": r["first_ts"], "last_ts": r["last_ts"], "min_size": r["min_size"],
-                             "max_size": r["max_size"], "kr": None, "ur": None,
-                             **{f"h{b}": 0 for b in range(HIST_LO, HIST_HI + 1)}}
+                             "max_size": r["max_size"], **{f"h{b}": 0 for b in range(HIST_LO, HIST_HI + 1)}}
         t["queues"] += 1
         t["messages"] += r["messages"] or 0
         t["bytes"] += r["bytes"] or 0
@@ -505,10 +562,8 @@ def _result(stores, queues, series, width, regs, offsets, scan) -> dict:
         t["min_size"], t["max_size"] = min(t["min_size"], r["min_size"]), max(t["max_size"], r["max_size"])
         for b in range(HIST_LO, HIST_HI + 1):
             t[f"h{b}"] += r[f"h{b}"] or 0
-        if kr is not None:
-            t["kr"] = kr.copy() if t["kr"] is None else np.maximum(t["kr"], kr)
-            t["ur"] = ur.copy() if t["ur"] is None else np.maximum(t["ur"], ur)
-    trows = sorted(({"store": t["store"], "topic": t["topic"], "queues": t["queues"], **base(t, t["kr"], t["ur"])}
+    trows = sorted(({"store": t["store"], "topic": t["topic"], "queues": t["queues"],
+                     **base(t, *topic_est.get((t["store"], t["topic"]), (0, 0)))}
                     for t in topics.values()), key=lambda d: (d["store"], -d["messages"], d["topic"]))
     rate: dict[str, list] = {}
     for topic, x, n in sorted(series):
