@@ -7,7 +7,7 @@ import sys
 import click
 
 from rmqctl.cli.completion import complete_topic
-from rmqctl.cli.options import report_json_option, require_store, resolve_time, utc_option
+from rmqctl.cli.options import report_json_option, resolve_time, utc_option
 from rmqctl.cli.salvage_cmd import unconsumed_options
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
@@ -57,24 +57,30 @@ def _filter(topics, queues, keys, begin, end, tx_types, utc=False):
                   frozenset(t.upper() for t in tx_types))
 
 
-def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=False):
-    from rmqctl.spark.dataset import Dataset
+def _store_refs(stores):
+    """The STORE arguments, checked before any JVM starts (spark.preflight)."""
     from rmqctl.spark.plan import parse_store_args
-    from rmqctl.spark.session import get_session
+    from rmqctl.spark.preflight import check_stores
 
     if not stores:
         raise UsageError("give at least one STORE directory")
     refs = parse_store_args(stores)
-    for r in refs:
-        if r.local is not None:
-            require_store(r.local)
+    check_stores(refs)
+    return refs
+
+
+def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=False):
+    from rmqctl.spark.dataset import Dataset
+    from rmqctl.spark.preflight import start_session
+
+    refs = _store_refs(stores)
     base = None
     if broker_config:
         from rmqctl.store.config import StoreConfig
 
         base = StoreConfig.from_file(broker_config)
     verbose = (ctx.obj or {}).get("verbose", 0) if ctx.obj else 0
-    spark = get_session(master, verbose=verbose)
+    spark = start_session(master, verbose=verbose)     # probes a spark:// master first
     return Dataset.open(spark, refs, config=base, io=io, split_size=split_size, check_crc=not no_crc,
                         body=body)
 
@@ -87,18 +93,11 @@ def _base_config(broker_config):
     return StoreConfig.from_file(broker_config)
 
 
-def _local_stores(stores):
-    """STORE arguments for the in-process engine: local paths only."""
-    from rmqctl.spark.plan import parse_store_args
-
-    if not stores:
-        raise UsageError("give at least one STORE directory")
-    refs = parse_store_args(stores)
-    for r in refs:
-        if r.local is None:
-            raise UsageError(f"{r.uri}: --engine local reads local paths only (use --engine spark)")
-        require_store(r.local)
-    return refs
+def engine_option(f):
+    return click.option("--engine", type=click.Choice(["auto", "local", "spark"]), default="auto", show_default=True,
+                        help="local: in this process, without Spark (local paths only); spark: a Spark job; auto: "
+                             "local below a few GiB of commitlog data, Spark above it, for Hadoop URIs and "
+                             "whenever --master (or SPARK_MASTER) is given.")(f)
 
 
 def _fmt_ts(ms):
@@ -128,8 +127,7 @@ def _size(n):
               help="Write messages per minute per topic as a self-contained chart: FILE.html or FILE.svg.")
 @click.option("--queues/--no-queues", "show_queues", default=None,
               help="Show the per-queue table [default: when there are at most 64 queues].")
-@click.option("--engine", type=click.Choice(["spark", "local"]), default="spark", show_default=True,
-              help="local: the same statistics computed in this process, without Spark (local paths only).")
+@engine_option
 @click.pass_context
 def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, queues, keys, begin, end, tx_types, utc,
           as_json, chart, show_queues, engine):
@@ -154,11 +152,15 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
 
     if chart and not chart.endswith((".html", ".htm", ".svg")):
         raise UsageError("--chart FILE must end in .html or .svg")
+    from rmqctl.spark.engine_choice import choose
+
+    flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
+    refs = _store_refs(stores)
+    engine = choose(engine, master, refs)
     with spark_extra_required("rmqctl stats"):
-        flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
         if engine == "local":
             result = st.compute_local(None, flt or None, config=_base_config(broker_config), check_crc=not no_crc,
-                                      names=_local_stores(stores))
+                                      names=refs)
         else:
             ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc)
             result = st.compute(ds, flt or None)
@@ -267,17 +269,28 @@ def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files
         return salvage_cmd.run(ctx, stores, fmt, out, overwrite, body, extra, group, no_offset, engine, as_json,
                                lambda b: _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=b),
                                broker_config)
-    if group or engine:
-        raise UsageError("--group and --engine go with --unconsumed")
+    if group:
+        raise UsageError("--group goes with --unconsumed")
+    from rmqctl.spark.engine_choice import choose
 
+    flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
+    refs = _store_refs(stores)
+    local_out = "://" not in out.replace("file://", "", 1)
+    engine = choose(engine, master, refs, local_ok=fmt == "parquet" and not files and local_out,
+                    why_not_local="writes Parquet to a local --out, without --files")
+    body = "raw" if body and raw_body else body
     with spark_extra_required("rmqctl export"):
-        from rmqctl.spark.export import export as run_export
+        if engine == "local":
+            from rmqctl.spark.export_local import export_local
 
-        flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
-        ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc,
-                      body="raw" if body and raw_body else body)
-        res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
-                         files=files)
+            res = export_local(refs, out, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
+                               body=body, config=_base_config(broker_config), check_crc=not no_crc)
+        else:
+            from rmqctl.spark.export import export as run_export
+
+            ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=body)
+            res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
+                             files=files)
     if as_json:
         from rmqctl.render import emit_json
 

@@ -410,10 +410,10 @@ _HIST = [f"h{b}" for b in range(HIST_LO, HIST_HI + 1)]
 
 
 def spark_merge(parts):
-    """The partial rows (a DataFrame with PARTIAL_COLUMNS) merged by Spark: returns (queue rows as
-    dicts with their distinct-key estimates, {(store, topic): (keys, uniq keys)} estimates, rate series
-    [(topic, bucket minute, messages)], bucket width in minutes). Three small collects; the partials
-    are persisted so the scan runs once."""
+    """The partial rows (a DataFrame with PARTIAL_COLUMNS) merged by Spark in ONE job: returns (queue
+    rows as dicts with their distinct-key estimates, {(store, topic): (keys, uniq keys)} estimates,
+    rate series [(topic, bucket minute, messages)], bucket width in minutes). The partials are
+    persisted so the scan runs once for the branches that read them."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -426,7 +426,6 @@ def spark_merge(parts):
                         F.min("min_size").alias("min_size"), F.max("max_size").alias("max_size"),
                         F.max("next_off").alias("next_off"),     # max ignores nulls: null when none dispatched
                         *[F.sum(h).alias(h) for h in _HIST], F.sum("multi").alias("multi")))
-        minutes = minutes.persist(StorageLevel.MEMORY_AND_DISK)
         queues = (minutes.groupBy(*_KEY)
                   .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"),
                        F.min("first_ts").alias("first_ts"), F.max("last_ts").alias("last_ts"),
@@ -436,18 +435,31 @@ def spark_merge(parts):
         regs = parts.where(F.col("minute").isNull()).select(*_KEY, "keys_hll", "uniq_hll")
         q_est = _hll_groups(regs, list(_KEY))
         t_est = _hll_groups(regs.drop("queue_id"), ["store", "topic"])
-        qrows = _collect(queues.join(q_est, list(_KEY), "left"))
-        for r in qrows:
-            r["distinct_keys"], r["distinct_uniq_keys"] = r.pop("keys_est") or 0, r.pop("uniq_est") or 0
-        topic_est = {(r["store"], r["topic"]): (r["keys_est"], r["uniq_est"]) for r in _collect(t_est)}
-        width = _width(min((d["first_ts"] for d in qrows), default=0), max((d["last_ts"] for d in qrows), default=0))
-        series = [(r["topic"], r["x"], r["n"]) for r in _collect(
-            minutes.groupBy("topic", (F.floor(F.col("minute") / width) * width).cast("bigint").alias("x"))
-            .agg(F.sum("messages").alias("n")))]
-        minutes.unpersist()
+        # the rate series' bucket width follows the whole time span (at most MAX_POINTS per topic)
+        span = minutes.agg(F.min("first_ts").alias("lo"), F.max("last_ts").alias("hi"))
+        span_min = F.greatest(F.lit(1), F.expr(f"(hi - lo) div {MINUTE}") + 1)          # as _width()
+        width = F.greatest(F.lit(1), F.ceil(span_min / MAX_POINTS)).cast("bigint")
+        series = (minutes.select("topic", "minute", "messages").crossJoin(F.broadcast(span.select(width.alias("w"))))
+                  .groupBy("topic", (F.floor(F.col("minute") / F.col("w")) * F.col("w")).cast("bigint").alias("x"))
+                  .agg(F.sum("messages").alias("messages"), F.first("w").alias("w")))
+        out = (queues.join(q_est, list(_KEY), "left").withColumn("kind", F.lit("q"))
+               .unionByName(t_est.withColumn("kind", F.lit("t")), allowMissingColumns=True)
+               .unionByName(series.withColumn("kind", F.lit("s")), allowMissingColumns=True))
+        rows = _collect(out)
     finally:
         parts.unpersist()
-    return qrows, topic_est, series, width
+    qrows, topic_est, points, width = [], {}, [], 1
+    for r in rows:
+        kind = r.pop("kind")
+        if kind == "q":
+            r["distinct_keys"], r["distinct_uniq_keys"] = r.pop("keys_est") or 0, r.pop("uniq_est") or 0
+            qrows.append(r)
+        elif kind == "t":
+            topic_est[(r["store"], r["topic"])] = (r["keys_est"], r["uniq_est"])
+        else:
+            points.append((r["topic"], r["x"], r["messages"]))
+            width = r["w"]
+    return qrows, topic_est, points, width
 
 
 def _hll_groups(regs, keys):
