@@ -5,7 +5,7 @@ auto: the in-process engine (the same batch kernel and aggregation, in this proc
 whose commitlog data is below AUTO_SPARK_BYTES; Spark above it, for any store given as a Hadoop URI
 (hdfs://, s3a://...), and whenever a master is given (--master or SPARK_MASTER). The threshold is the
 measured crossover on a 2-core machine where local[*] Spark, session start-up included, starts to
-beat the in-process engine (bench/bench_spark.py; the figures are in docs/spark.md): a session costs
+beat the in-process engine (bench/bench_spark.py; figures in the README's benchmark table): a session costs
 10-16 s to start (more under load), the in-process engine scans ~100-300 MB/s per core, so below a few
 GiB Spark only adds its start-up. RMQCTL_AUTO_SPARK_BYTES overrides it.
 """
