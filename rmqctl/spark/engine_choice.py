@@ -3,11 +3,12 @@ engine. No pyspark import here: the choice is made before any JVM starts.
 
 auto: the in-process engine (the same batch kernel and aggregation, in this process) for local stores
 whose commitlog data is below AUTO_SPARK_BYTES; Spark above it, for any store given as a Hadoop URI
-(hdfs://, s3a://...), and whenever a master is given (--master or SPARK_MASTER). The threshold is the
-measured crossover on a 2-core machine where local[*] Spark, session start-up included, starts to
-beat the in-process engine (bench/bench_spark.py; figures in the README's benchmark table): a session costs
-10-16 s to start (more under load), the in-process engine scans ~100-300 MB/s per core, so below a few
-GiB Spark only adds its start-up. RMQCTL_AUTO_SPARK_BYTES overrides it.
+(hdfs://, s3a://...), and whenever a master is given (--master or SPARK_MASTER). The threshold is where
+local[*] Spark, session start-up included, starts to beat the in-process engine on a 2-core machine
+(bench/bench_spark.py on a generated 2.06 GiB store): start-up alone is 10-16 s idle and 77-134 s under
+load, and on 2 cores local[2] scans at most ~2x the one-core rate (README: 466 -> 896 MB/s), so the
+break-even is size/466 = 13 s + size/896 (MB/s), ~12 GiB idle, and none under load (at load 15 the 2 GiB
+stats took 26 s in process, 77 + 60 s on local[2]). RMQCTL_AUTO_SPARK_BYTES overrides it.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import os
 from rmqctl.errors import UsageError
 
 ENGINES = ("auto", "local", "spark")
-AUTO_SPARK_BYTES = 4 << 30           # measured crossover, see the module docstring
+AUTO_SPARK_BYTES = 12 << 30          # measured crossover, see the module docstring
 
 
 def auto_threshold() -> int:
