@@ -81,8 +81,14 @@ def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=Fa
         base = StoreConfig.from_file(broker_config)
     verbose = (ctx.obj or {}).get("verbose", 0) if ctx.obj else 0
     spark = start_session(master, verbose=verbose)     # probes a spark:// master first
-    return Dataset.open(spark, refs, config=base, io=io, split_size=split_size, check_crc=not no_crc,
-                        body=body)
+    ds = Dataset.open(spark, refs, config=base, io=io, split_size=split_size, check_crc=not no_crc, body=body)
+    for info in ds.stores:      # a Hadoop URI can only be listed once the session is up
+        if info.ref.local is None and not info.files and info.consumer_offsets is None:
+            from rmqctl.errors import IOFailure
+
+            raise IOFailure(f"{info.ref.uri}: no commitlog files under {info.ref.uri}/commitlog and no "
+                            "config/consumerOffset.json: not a store root")
+    return ds
 
 
 def _base_config(broker_config):
