@@ -162,7 +162,8 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
 
     flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
     refs = _store_refs(stores)
-    engine = choose(engine, master, refs)
+    engine = choose(engine, master, refs, local_ok=io != "binaryfiles",
+                    why_not_local="reads the files itself (no --io binaryfiles)")
     with spark_extra_required("rmqctl stats"):
         if engine == "local":
             result = st.compute_local(None, flt or None, config=_base_config(broker_config), check_crc=not no_crc,
@@ -282,8 +283,8 @@ def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files
     flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
     refs = _store_refs(stores)
     local_out = "://" not in out.replace("file://", "", 1)
-    engine = choose(engine, master, refs, local_ok=fmt == "parquet" and not files and local_out,
-                    why_not_local="writes Parquet to a local --out, without --files")
+    engine = choose(engine, master, refs, local_ok=fmt == "parquet" and not files and local_out and io != "binaryfiles",
+                    why_not_local="writes Parquet to a local --out, without --files or --io binaryfiles")
     body = "raw" if body and raw_body else body
     with spark_extra_required("rmqctl export"):
         if engine == "local":
