@@ -189,6 +189,15 @@ def test_bad_store_arguments_one_line_before_the_session(cli, no_session, tmp_pa
         assert len(lines) == 1 and lines[0].startswith(f"rmqctl: {path}: {text}"), lines
 
 
+def test_existing_export_output_is_refused_before_the_session(cli, no_session, tmp_path):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "x").write_text("keep")
+    code, out, err = cli("export", str(_store(tmp_path)), "--out", str(tmp_path / "o"), "--engine", "spark")
+    assert code == 2 and err.strip() == f"rmqctl: {tmp_path / 'o'}: output directory exists and is not empty " \
+        "(use --overwrite)"
+    assert (tmp_path / "o" / "x").read_text() == "keep"
+
+
 def test_unreachable_master_one_line_exit_8_before_the_session(cli, no_session, tmp_path):
     root = _store(tmp_path)
     s = socket.socket()

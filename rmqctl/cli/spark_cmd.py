@@ -283,6 +283,12 @@ def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files
     flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
     refs = _store_refs(stores)
     local_out = "://" not in out.replace("file://", "", 1)
+    if local_out and not overwrite:         # before any JVM starts (export checks it again)
+        import os
+
+        path = out.replace("file://", "", 1)
+        if os.path.isdir(path) and os.listdir(path):
+            raise UsageError("output directory exists and is not empty (use --overwrite)", path=path)
     engine = choose(engine, master, refs, local_ok=fmt == "parquet" and not files and local_out and io != "binaryfiles",
                     why_not_local="writes Parquet to a local --out, without --files or --io binaryfiles")
     body = "raw" if body and raw_body else body
