@@ -173,6 +173,48 @@ def run_job(engine, op, store, out, spark):
     return res["messages"], None
 
 
+def merge_child(how: str, rows: int, queues: int) -> dict:
+    """The stats merge alone on `rows` synthetic partial rows (minute grain, `queues` queues of 100
+    topics, + one register-set row per queue), in this fresh process: `spark` = stats.spark_merge (the
+    executors merge, the driver gets the final tables), `driver` = every partial row collected and merged
+    by stats.Merge on the driver (what stats did before). Reports the seconds and the driver's peak RSS."""
+    from pyspark.sql import functions as F
+
+    from rmqctl.spark import stats
+    from rmqctl.spark.session import get_session
+
+    spark = get_session("local[2]", shuffle_partitions=4)
+    qn = F.col("id") % queues
+    ts = (F.lit(1_700_000_000_000) + (F.col("id") / queues).cast("bigint") * stats.MINUTE)
+    minutes = spark.range(rows).select(
+        F.lit("s").alias("store"), F.concat(F.lit("T"), (qn % 100).cast("string")).alias("topic"),
+        (qn / 100).cast("int").alias("queue_id"), (ts / stats.MINUTE).cast("bigint").alias("minute"),
+        F.lit(3).cast("bigint").alias("messages"), F.lit(3000).cast("bigint").alias("bytes"),
+        ts.alias("first_ts"), (ts + 5).alias("last_ts"), F.lit(900).alias("min_size"), F.lit(1100).alias("max_size"),
+        (F.col("id") / queues).cast("bigint").alias("next_off"),
+        *[F.lit(3 if b == 9 else 0).cast("bigint").alias(f"h{b}") for b in range(stats.HIST_LO, stats.HIST_HI + 1)],
+        F.lit(0).cast("bigint").alias("multi"), F.lit(None).cast("binary").alias("keys_hll"),
+        F.lit(None).cast("binary").alias("uniq_hll"))
+    regs = spark.range(queues).select(
+        F.lit("s").alias("store"), F.concat(F.lit("T"), (F.col("id") % 100).cast("string")).alias("topic"),
+        (F.col("id") / 100).cast("int").alias("queue_id"),
+        *[F.lit(None).cast(t).alias(c) for c, t in stats.PARTIAL_COLUMNS[3:-2]],
+        F.unhex(F.repeat(F.lit("03"), 1 << stats.HLL_LG)).alias("keys_hll"),
+        F.unhex(F.repeat(F.lit("02"), 1 << stats.HLL_LG)).alias("uniq_hll"))
+    parts = minutes.unionByName(regs)
+    t0 = time.time()
+    if how == "spark":
+        q, _, series, _ = stats.spark_merge(parts)
+        nq = len(q)
+    else:
+        m = stats.Merge()
+        for rb in parts.toArrow().to_batches():
+            m.add(rb)
+        nq = len(m.result(["s"], [], {})["queues"])
+    return {"how": how, "partial_rows": rows + queues, "queues": nq, "seconds": round(time.time() - t0, 2),
+            "driver_peak_rss_mb": _rss()[0]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", type=Path, default=DEFAULT_STORE)
@@ -183,7 +225,22 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="run each job N times in its process, report the fastest")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--child", nargs=3, metavar=("ENGINE", "OP", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--merge-rows", type=int, default=0,
+                    help="instead: the stats merge alone on N synthetic partial rows, Spark vs driver")
+    ap.add_argument("--merge-queues", type=int, default=16_000)
+    ap.add_argument("--merge-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.merge_child:
+        print(json.dumps(merge_child(a.merge_child, a.merge_rows, a.merge_queues)))
+        return
+    if a.merge_rows:
+        for how in ("spark", "driver"):
+            r = subprocess.run([sys.executable, __file__, "--merge-child", how, "--merge-rows", str(a.merge_rows),
+                                "--merge-queues", str(a.merge_queues)], capture_output=True, text=True)
+            if r.returncode:
+                raise SystemExit(f"merge {how} failed:\n{r.stderr[-3000:]}")
+            print(r.stdout.strip().splitlines()[-1], flush=True)
+        return
     if a.child:
         print(json.dumps(child(a.child[0], a.child[1], str(a.store), a.child[2], a.repeat)))
         return
