@@ -254,9 +254,9 @@ def test_a_proxy_answering_for_the_master_is_refused_before_the_session(cli, no_
 
 
 def test_probe_accepts_what_a_spark_master_does():
-    """A standalone master's RPC server closes the connection on a frame of length 0 (checked against a real
-    master in test_spark_cluster-style runs): the probe lets it through; one that never answers too (left
-    to the registration watchdog)."""
+    """A standalone master's RPC server closes the connection on a frame of length 0 (seen by hand on a
+    pyspark 4.3 `spark-class ...deploy.master.Master`, which then registers the application normally): the
+    probe lets such a peer through; one that never answers too (left to the registration watchdog)."""
     from rmqctl.spark.preflight import probe_master
 
     srv, _ = _server(lambda c: (c.recv(8), c.close()))
