@@ -208,9 +208,7 @@ _SPARK = pytest.mark.spark     # would start Spark were the extra installed: not
 
 @pytest.mark.parametrize("args", [pytest.param(["stats", STORE], marks=_SPARK), ["stats", "--engine", "local", STORE],
                                   pytest.param(["export", STORE, "--out", "OUT"], marks=_SPARK),
-                                  pytest.param(["verify", "--engine", "spark", STORE], marks=_SPARK),
-                                  pytest.param(["rebuild", "cq", "--engine", "spark", "--dry-run", STORE],
-                                               marks=_SPARK)])
+                                  pytest.param(["verify", "--engine", "spark", STORE], marks=_SPARK)])
 def test_without_the_spark_extra_one_line_and_exit_2(tmp_path, args):
     env = _blocked_env(tmp_path)
     probe = subprocess.run([sys.executable, "-c", "import pyspark"], env=dict(os.environ, **env),

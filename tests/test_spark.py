@@ -212,7 +212,7 @@ def test_cli_stats_and_export(cli, spark, tmp_path):
     msgs = sample_messages(300, seed=5)
     write_store(str(store), msgs, consumer_offsets={("TopicA", "g1"): {0: 3, 1: 0}, ("Orders", "g2"): {2: 10**6}})
     chart = tmp_path / "rate.html"
-    code, out, err = cli("stats", str(store), "--json", "--chart", str(chart))
+    code, out, err = cli("stats", str(store), "--json", "--chart", str(chart), "--engine", "spark")
     assert code == 0, err
     res = json.loads(out)
     assert res["stores"] == ["broker-a"]

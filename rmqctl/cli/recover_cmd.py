@@ -149,10 +149,8 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_a
               help="Also dispatch topics absent from config/topics.json (deleted topics whose messages are still in "
                    "the commitlog); by default they are skipped and listed in the plan. System topics are always "
                    "kept; without a readable topics.json every topic is kept.")
-@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
-              help="spark: decode the commitlog with Spark tasks (byte-identical files).")
-@click.option("--master", envvar="SPARK_MASTER", default=None,
-              help="With --engine spark: master URL [default: embedded local[*]; env SPARK_MASTER].")
+@click.option("--engine", type=click.Choice(["auto", "local", "spark"]), default="auto", hidden=True)
+@click.option("--master", default=None, hidden=True)
 def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, include_deleted_topics, engine,
             master):
     """Regenerate consume queues or index files from the commitlog, byte-identical to the broker's.
@@ -176,7 +174,9 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
       rmqctl rebuild cq --include-deleted-topics /data/rocketmq/store
     """
     from rmqctl.repair import rebuild as RB
+    from rmqctl.spark.engine_choice import refuse_spark_rebuild
 
+    refuse_spark_rebuild(engine, master)
     if what == "index" and (topic is not None or queue is not None):
         raise UsageError("--topic/--queue apply to `rebuild cq` only: index files mix every topic")
     if what == "cq":
@@ -192,12 +192,6 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
             require_named(st, topic, queue, scan_hint="--include-deleted-topics goes on anyway")
 
     def build(store, staging, pg):
-        if engine == "spark":
-            from rmqctl.spark.engines import analyze_rebuild
-            from rmqctl.spark.session import get_session
-
-            return analyze_rebuild(get_session(master), store, what, staging, topic=topic, queue=queue, progress=pg,
-                                   include_deleted_topics=include_deleted_topics)
         from rmqctl.store import dledger
 
         dlog = dledger.find(store.root)   # DLedger commitlog: the messages its entries wrap
@@ -207,7 +201,7 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
 
     from rmqctl.store import dledger
 
-    token = dledger.READING.set(bool(dledger.find(store_dir)) and engine != "spark")
+    token = dledger.READING.set(bool(dledger.find(store_dir)))
     try:
         return _run(store_dir, _one_conf(conf, conf_alias), dry_run, as_json, f"rebuild-{what}", build)
     finally:

@@ -8,9 +8,10 @@ from rmqctl.status import Exit
 
 
 def unconsumed_options(f):
-    f = click.option("--engine", type=click.Choice(["local", "spark"]), default=None,
-                     help="local: in this process, without Spark (with --unconsumed: consume queues first; its "
-                          "default) or spark (the commitlog as a Spark dataset; export's default).")(f)
+    f = click.option("--engine", type=click.Choice(["auto", "local", "spark"]), default="auto", show_default=True,
+                     help="local: in this process, without Spark (Parquet to a local --out); spark: a Spark job; "
+                          "auto: local below a few GiB of commitlog data, Spark above it, for Hadoop URIs and "
+                          "whenever --master is given. With --unconsumed, auto is local (consume queues first).")(f)
     f = click.option("--no-offset", type=click.Choice(["min", "skip"]), default="min", show_default=True,
                      help="With --unconsumed: a queue the group has no committed offset for starts at the queue's "
                           "min (as a consumer of its retry topic does) or is skipped.")(f)

@@ -7,7 +7,7 @@ import sys
 import click
 
 from rmqctl.cli.completion import complete_topic
-from rmqctl.cli.options import report_json_option, require_store, resolve_time, utc_option
+from rmqctl.cli.options import report_json_option, resolve_time, utc_option
 from rmqctl.cli.salvage_cmd import unconsumed_options
 from rmqctl.errors import UsageError
 from rmqctl.status import Exit
@@ -57,26 +57,38 @@ def _filter(topics, queues, keys, begin, end, tx_types, utc=False):
                   frozenset(t.upper() for t in tx_types))
 
 
-def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=False, conf=None):
-    from rmqctl.spark.dataset import Dataset
+def _store_refs(stores):
+    """The STORE arguments, checked before any JVM starts (spark.preflight)."""
     from rmqctl.spark.plan import parse_store_args
-    from rmqctl.spark.session import get_session
+    from rmqctl.spark.preflight import check_stores
 
     if not stores:
         raise UsageError("give at least one STORE directory")
     refs = parse_store_args(stores)
-    for r in refs:
-        if r.local is not None:
-            require_store(r.local)
+    check_stores(refs)
+    return refs
+
+
+def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=False, conf=None):
+    from rmqctl.spark.dataset import Dataset
+    from rmqctl.spark.preflight import start_session
+
+    refs = _store_refs(stores)
     base = None
     if broker_config:
         from rmqctl.store.config import StoreConfig
 
         base = StoreConfig.from_file(broker_config)
     verbose = (ctx.obj or {}).get("verbose", 0) if ctx.obj else 0
-    spark = get_session(master, verbose=verbose, conf=conf)
-    return Dataset.open(spark, refs, config=base, io=io, split_size=split_size, check_crc=not no_crc,
-                        body=body)
+    spark = start_session(master, verbose=verbose, conf=conf)     # probes a spark:// master first
+    ds = Dataset.open(spark, refs, config=base, io=io, split_size=split_size, check_crc=not no_crc, body=body)
+    for info in ds.stores:      # a Hadoop URI can only be listed once the session is up
+        if info.ref.local is None and not info.files and info.consumer_offsets is None:
+            from rmqctl.errors import IOFailure
+
+            raise IOFailure(f"{info.ref.uri}: no commitlog files under {info.ref.uri}/commitlog and no "
+                            "config/consumerOffset.json: not a store root")
+    return ds
 
 
 def _conf(pairs) -> dict:
@@ -98,18 +110,11 @@ def _base_config(broker_config):
     return StoreConfig.from_file(broker_config)
 
 
-def _local_stores(stores):
-    """STORE arguments for the in-process engine: local paths only."""
-    from rmqctl.spark.plan import parse_store_args
-
-    if not stores:
-        raise UsageError("give at least one STORE directory")
-    refs = parse_store_args(stores)
-    for r in refs:
-        if r.local is None:
-            raise UsageError(f"{r.uri}: --engine local reads local paths only (use --engine spark)")
-        require_store(r.local)
-    return refs
+def engine_option(f):
+    return click.option("--engine", type=click.Choice(["auto", "local", "spark"]), default="auto", show_default=True,
+                        help="local: in this process, without Spark (local paths only); spark: a Spark job; auto: "
+                             "local below a few GiB of commitlog data, Spark above it, for Hadoop URIs and "
+                             "whenever --master (or SPARK_MASTER) is given.")(f)
 
 
 def _fmt_ts(ms):
@@ -139,8 +144,7 @@ def _size(n):
               help="Write messages per minute per topic as a self-contained chart: FILE.html or FILE.svg.")
 @click.option("--queues/--no-queues", "show_queues", default=None,
               help="Show the per-queue table [default: when there are at most 64 queues].")
-@click.option("--engine", type=click.Choice(["spark", "local"]), default="spark", show_default=True,
-              help="local: the same statistics computed in this process, without Spark (local paths only).")
+@engine_option
 @click.pass_context
 def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, queues, keys, begin, end, tx_types, utc,
           as_json, chart, show_queues, engine):
@@ -165,11 +169,16 @@ def stats(ctx, stores, master, io, split_size, broker_config, no_crc, topics, qu
 
     if chart and not chart.endswith((".html", ".htm", ".svg")):
         raise UsageError("--chart FILE must end in .html or .svg")
+    from rmqctl.spark.engine_choice import choose
+
+    flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
+    refs = _store_refs(stores)
+    engine = choose(engine, master, refs, local_ok=io != "binaryfiles",
+                    why_not_local="reads the files itself (no --io binaryfiles)")
     with spark_extra_required("rmqctl stats"):
-        flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
         if engine == "local":
             result = st.compute_local(None, flt or None, config=_base_config(broker_config), check_crc=not no_crc,
-                                      names=_local_stores(stores))
+                                      names=refs)
         else:
             ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc)
             result = st.compute(ds, flt or None)
@@ -312,37 +321,50 @@ def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files
                                broker_config)
     if group:
         raise UsageError("--group goes with --unconsumed")
-
     if "none" in partition_by and len(partition_by) > 1:
         raise UsageError("--partition-by none does not combine with other columns")
-    with spark_extra_required("rmqctl export"):
-        flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
-        if since is not None:
-            from dataclasses import replace
+    from rmqctl.spark.engine_choice import choose
+    from rmqctl.spark.schema import DEFAULT_PARTITION_BY
 
-            s_ms = resolve_time("--since", since, utc)
-            flt = replace(flt, begin=s_ms if flt.begin is None else max(flt.begin, s_ms))
-            if flt.end is not None and flt.begin >= flt.end:
-                raise UsageError(f"--since {s_ms} is not before --end {flt.end}: nothing to select")
-        if engine == "local":       # in this process, without Spark (rmqctl.local_export): one file
+    flt = _filter(topics, queues, keys, begin, end, tx_types, utc)
+    if since is not None:
+        from dataclasses import replace
+
+        s_ms = resolve_time("--since", since, utc)
+        flt = replace(flt, begin=s_ms if flt.begin is None else max(flt.begin, s_ms))
+        if flt.end is not None and flt.begin >= flt.end:
+            raise UsageError(f"--since {s_ms} is not before --end {flt.end}: nothing to select")
+    refs = _store_refs(stores)
+    local_out = "://" not in out.replace("file://", "", 1)
+    if local_out and not overwrite and not state:     # before any JVM starts (export checks it again)
+        import os
+
+        path = out.replace("file://", "", 1)
+        if os.path.isdir(path) and os.listdir(path):
+            raise UsageError("output directory exists and is not empty (use --overwrite)", path=path)
+    if not partition_by:
+        partition_by = DEFAULT_PARTITION_BY if fmt == "parquet" else ()
+    elif partition_by == ("none",):
+        partition_by = ()
+    engine = choose(engine, master, refs,
+                    local_ok=(local_out and not files and not state and not conf and io != "binaryfiles"
+                              and (fmt == "parquet" or not partition_by)),
+                    why_not_local="writes to a local --out, without --files, --from-offsets, --conf, "
+                                  "--io binaryfiles or a partitioned JSON Lines layout")
+    body = "raw" if body and raw_body else body
+    with spark_extra_required("rmqctl export"):
+        if engine == "local":       # in this process, without Spark (rmqctl.local_export)
             from rmqctl.local_export import export_local
 
-            if partition_by or files or state or conf:
-                raise UsageError("--partition-by, --files, --from-offsets and --conf go with --engine spark")
-            res = export_local(_local_stores(stores), out, fmt, flt or None, config=_base_config(broker_config),
-                               check_crc=not no_crc, body="raw" if body and raw_body else body, overwrite=overwrite)
+            res = export_local(refs, out, fmt, flt or None, config=_base_config(broker_config),
+                               check_crc=not no_crc, body=body, overwrite=overwrite,
+                               partition_by=tuple(partition_by))
         else:
             from rmqctl.spark.export import export as run_export
             from rmqctl.spark.export import load_state
-            from rmqctl.spark.schema import DEFAULT_PARTITION_BY
 
             load_state(state)      # a bad state file is reported before Spark starts
-            if not partition_by:
-                partition_by = DEFAULT_PARTITION_BY if fmt == "parquet" else ()
-            elif partition_by == ("none",):
-                partition_by = ()
-            ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc,
-                          body="raw" if body and raw_body else body, conf=spark_conf)
+            ds = _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=body, conf=spark_conf)
             res = run_export(ds, out, fmt, flt or None, overwrite=overwrite, partition_by=tuple(partition_by),
                              files=files, state=state)
     if as_json:

@@ -29,10 +29,11 @@ AREA_CHOICES = ("commitlog", "cq", "index", "checkpoint", "config")
               help="The RocketMQ version that wrote the store, for rules that changed between versions "
                    "(e.g. index hashSlotCount: 4.7.0 and older count every key) [default: what the files tell].")
 @click.option("-v", "--verbose", count=True, help="Also print notes (info findings) and timings.")
-@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
-              help="spark: scan the commitlog files as Spark tasks (same checks, same findings).")
+@click.option("--engine", type=click.Choice(["auto", "local", "spark"]), default="auto", show_default=True,
+              help="spark: scan the commitlog files as Spark tasks (same checks, same findings); auto: spark when "
+                   "--master (or SPARK_MASTER) is given, else local.")
 @click.option("--master", envvar="SPARK_MASTER", default=None,
-              help="With --engine spark: master URL [default: embedded local[*]; env SPARK_MASTER].")
+              help="Spark master URL (with --engine spark or auto) [default: embedded local[*]; env SPARK_MASTER].")
 @click.pass_context
 def verify(ctx, target, broker_config, index_slots, index_items, as_json, summary, prom, only, jobs,
            index_sample, broker_version, verbose, engine, master):
@@ -102,11 +103,11 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
 
                 total = sum(f.size for f in store.commitlog.files)
                 with progress(total, "verify") as bar:
-                    if engine == "spark":
+                    if engine == "spark" or (engine == "auto" and master):
                         from rmqctl.spark.engines import verify_store as spark_verify
-                        from rmqctl.spark.session import get_session
+                        from rmqctl.spark.preflight import start_session
 
-                        report = spark_verify(get_session(master, verbose=verbose), store, areas=tuple(only) or AREAS,
+                        report = spark_verify(start_session(master, verbose=verbose), store, areas=tuple(only) or AREAS,
                                               index_sample=index_sample, progress=bar.advance)
                     else:
                         report = verify_store(store, jobs=jobs, areas=tuple(only) or AREAS, index_sample=index_sample,

@@ -210,10 +210,13 @@ EXTRA_COLUMNS = {"inner_num": "string", "multi_dispatch": "string", "multi_queue
 
 def message_columns(names=None, body: bool = False) -> list:
     """[(name, spark type)]: the full messages schema (+ body), or the named columns in that order."""
+    from rmqctl.spark import schema
+
     full = MESSAGE_COLUMNS + [BODY_COLUMN, BODY_NOTE_COLUMN]
     if names is None:
         return MESSAGE_COLUMNS + ([BODY_COLUMN, BODY_NOTE_COLUMN] if body else [])
-    types = dict(full) | EXTRA_COLUMNS
+    # the export schema's timestamp columns and the derived partition column are built on demand too
+    types = dict(full) | EXTRA_COLUMNS | dict(schema.columns(True)) | {"date": "date"}
     unknown = [n for n in names if n not in types]
     if unknown:
         raise ValueError(f"unknown message columns {unknown}")
@@ -406,7 +409,9 @@ class Dataset:
     def messages(self, flt: Filter | None = None, *, columns=None, _acc=None):
         """The messages DataFrame (see the module docstring), decoded by the batch kernel and handed to
         Spark as Arrow RecordBatches (mapInArrow). `columns`: names to build (a subset, in that order,
-        of the schema plus the derived EXTRA_COLUMNS) -- unbuilt columns cost nothing. Use inside run()."""
+        of the schema plus the derived EXTRA_COLUMNS) -- unbuilt columns cost nothing. Inside run() the
+        scan is proved equal to a sequential walk (and rerun when it is not); outside run() it is a
+        plain DataFrame over the planned splits, whose statuses nobody checks."""
         cols = message_columns(columns, self.opts.get("body", False))
         return self._frames(flt, cols, ddl(cols), None, _acc)
 
@@ -416,7 +421,7 @@ class Dataset:
         return self._frames(flt, message_columns(columns, self.opts.get("body", False)), schema, reducer, None)
 
     def _frames(self, flt, cols, schema, reducer, _acc):
-        acc = _acc if _acc is not None else self._acc
+        acc = _acc if _acc is not None else self._accumulator()
         cfg = {i.ref.name: i.config for i in self.stores}
         opts = dict(self.opts)
         flt = flt if flt else None
@@ -443,12 +448,19 @@ class Dataset:
         return df
 
     def dispatch(self):
-        return self.spark.createDataFrame(self._rdd("dispatch", None, self._acc), ddl(DISPATCH_COLUMNS),
+        return self.spark.createDataFrame(self._rdd("dispatch", None, self._accumulator()), ddl(DISPATCH_COLUMNS),
                                           verifySchema=False)
 
     def records_rdd(self):
         """RDD of kernel Records (for engines that reuse per-record functions on the executors)."""
-        return self._rdd("records", None, self._acc)
+        return self._rdd("records", None, self._accumulator())
+
+    def _accumulator(self):
+        """run()'s status accumulator; outside run(), one that nobody reads (no AttributeError)."""
+        acc = getattr(self, "_acc", None)
+        if acc is None:
+            acc = self._acc = self.spark.sparkContext.accumulator({}, _status_param())
+        return acc
 
     def run(self, action, *, progress: bool = True, max_runs: int = 4):
         """action(dataset) builds DataFrames with self.messages()/dispatch() and runs its Spark jobs;

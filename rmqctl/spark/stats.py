@@ -4,9 +4,11 @@ Each task (a commitlog range, see plan.py) decodes its messages with the batch k
 them itself, in numpy: one partial row per (topic, queue, minute) -- counts, bytes, times, sizes, next
 queue offset, a power-of-two size histogram -- and one HyperLogLog register set per (topic, queue) for
 KEYS and for UNIQ_KEY. Only those partials reach the JVM, so the job costs what decoding costs and
-scales with the cores. Spark merges the partials (groupBy at minute grain, then queues, topics and the
-rate series; register sets merge by element-wise max). The default (non-Spark) engine runs the same
-task function over whole files in one process and merges in Python: both give identical results.
+scales with the cores. Spark merges the partials in the executors (groupBy/agg at minute grain, then
+queues and the rate series; register sets by element-wise max in numpy per hashed partition, reduced
+to their estimates there), so the driver receives only the final tables (spark_merge). The default
+(non-Spark) engine runs the same task function over whole files in one process and merges in Python
+(Merge): both give identical results.
 Counts, bytes, times and offsets are exact; distinct key counts are HLL estimates (~1.6% at lgK 12).
 """
 from __future__ import annotations
@@ -342,17 +344,9 @@ class Merge:
                 a[6] = vals[6] if a[6] is None else max(a[6], vals[6])
             a[7] += hist
 
-    def batch(self):
-        """The merged state as partial rows again (the executors' pre-merge output)."""
-        agg = SplitAggregate()
-        out = []
-        for store in sorted({k[0] for k in self.minutes} | {k[0] for k in self.regs}):
-            agg.groups = {k[1:]: v for k, v in self.minutes.items() if k[0] == store}
-            agg.hll = {k[1:]: v for k, v in self.regs.items() if k[0] == store}
-            out.append(agg.partials(store))
-        return out
-
     def result(self, stores, offsets, scan) -> dict:
+        import numpy as np
+
         queues: dict = {}
         for (st, t, q, _m), a in sorted(self.minutes.items()):
             d = queues.get((st, t, q))
@@ -377,52 +371,157 @@ class Merge:
         for (_st, t, _q, m), a in self.minutes.items():
             k = (t, (m // width) * width)
             series[k] = series.get(k, 0) + a[0]
-        regs = {k: (v[0].tobytes(), v[1].tobytes()) for k, v in self.regs.items()}
-        return _result(stores, qs, [(t, x, n) for (t, x), n in series.items()], width, regs, offsets, scan)
-
-
-MERGE_ON_EXECUTORS = 32   # more tasks than this: partials are pre-merged by key on the executors
-
-
-def _merge_task(batches):
-    m = Merge()
-    for rb in batches:
-        m.add(rb)
-    yield from m.batch()
+        topic_regs: dict = {}
+        for d in qs:
+            r = self.regs.get((d["store"], d["topic"], d["queue_id"]))
+            d["distinct_keys"], d["distinct_uniq_keys"] = (0, 0) if r is None else (hll_estimate(r[0]),
+                                                                                    hll_estimate(r[1]))
+            if r is not None:
+                k = (d["store"], d["topic"])
+                t = topic_regs.get(k)
+                topic_regs[k] = (r[0], r[1]) if t is None else (np.maximum(t[0], r[0]), np.maximum(t[1], r[1]))
+        topic_est = {k: (hll_estimate(v[0]), hll_estimate(v[1])) for k, v in topic_regs.items()}
+        return _result(stores, qs, [(t, x, n) for (t, x), n in series.items()], width, topic_est, offsets, scan)
 
 
 def compute(ds, flt=None) -> dict:
-    """Run the stats job over a Dataset; returns the JSON-ready result. One Spark job: the scan's
-    tasks aggregate, the driver merges their partial rows (pre-merged on the executors, by key, when
-    there are many tasks) with the same Merge the default engine uses."""
+    """Run the stats job over a Dataset; returns the JSON-ready result. The scan's tasks aggregate
+    their messages into partial rows (SplitAggregate); Spark merges those in the executors with
+    groupBy/agg (minute rows, then queues; the rate series; register sets element-wise by max, and
+    their estimates); the driver receives only the final tables -- one row per queue, per topic's
+    key estimates and per rate point -- never a row per minute or a register set."""
     from rmqctl.spark.dataset import ddl
 
     def action(ds):
         # per-task partial aggregates (PARTIAL_COLUMNS): the messages never leave the Python workers
         parts = ds.reduce(flt, lambda split: SplitAggregate(), ddl(PARTIAL_COLUMNS), columns=STATS_COLUMNS)
-        if len(ds.plan.splits) > MERGE_ON_EXECUTORS:
-            n = max(1, ds.spark.sparkContext.defaultParallelism)
-            parts = parts.repartition(n, "store", "topic", "queue_id").mapInArrow(_merge_task, ddl(PARTIAL_COLUMNS))
-        merge = Merge()
-        if hasattr(parts, "toArrow"):
-            for rb in parts.toArrow().to_batches():
-                merge.add(rb)
-        else:                                   # pyspark < 4: rows -> one Arrow batch
-            import pyarrow as pa
+        return spark_merge(parts)
 
-            from rmqctl.spark.batches import arrow_schema
+    queues, topic_est, series, width = ds.run(action)
+    return _result([i.ref.name for i in ds.stores], queues, series, width, topic_est,
+                   [(i.ref.name, i.consumer_offsets, (i.ref.local or i.ref.uri) + "/config/consumerOffset.json")
+                    for i in ds.stores],
+                   {"bytes": ds.total_bytes, "splits": len(ds.plan.splits), "runs": ds.runs,
+                    "stops": ds.last_summary})
 
-            rows = parts.collect()
-            schema = arrow_schema(PARTIAL_COLUMNS)
-            merge.add(pa.RecordBatch.from_pylist([r.asDict() for r in rows], schema=schema))
-        return merge
 
-    merge = ds.run(action)
-    return merge.result([i.ref.name for i in ds.stores],
-                        [(i.ref.name, i.consumer_offsets, (i.ref.local or i.ref.uri) + "/config/consumerOffset.json")
-                         for i in ds.stores],
-                        {"bytes": ds.total_bytes, "splits": len(ds.plan.splits), "runs": ds.runs,
-                         "stops": ds.last_summary})
+_KEY = ("store", "topic", "queue_id")
+_HIST = [f"h{b}" for b in range(HIST_LO, HIST_HI + 1)]
+
+
+def spark_merge(parts):
+    """The partial rows (a DataFrame with PARTIAL_COLUMNS) merged by Spark in ONE job: returns (queue
+    rows as dicts with their distinct-key estimates, {(store, topic): (keys, uniq keys)} estimates,
+    rate series [(topic, bucket minute, messages)], bucket width in minutes). The partials are
+    persisted so the scan runs once for the branches that read them."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    parts = parts.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        minutes = (parts.where(F.col("minute").isNotNull())
+                   .groupBy(*_KEY, "minute")
+                   .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"),
+                        F.min("first_ts").alias("first_ts"), F.max("last_ts").alias("last_ts"),
+                        F.min("min_size").alias("min_size"), F.max("max_size").alias("max_size"),
+                        F.max("next_off").alias("next_off"),     # max ignores nulls: null when none dispatched
+                        *[F.sum(h).alias(h) for h in _HIST], F.sum("multi").alias("multi")))
+        queues = (minutes.groupBy(*_KEY)
+                  .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"),
+                       F.min("first_ts").alias("first_ts"), F.max("last_ts").alias("last_ts"),
+                       F.min("min_size").alias("min_size"), F.max("max_size").alias("max_size"),
+                       F.max("next_off").alias("next_off"), *[F.sum(h).alias(h) for h in _HIST],
+                       F.max("messages").alias("peak_per_minute"), F.sum("multi").alias("multi")))
+        regs = parts.where(F.col("minute").isNull()).select(*_KEY, "keys_hll", "uniq_hll")
+        q_est = _hll_groups(regs, list(_KEY))
+        t_est = _hll_groups(regs.drop("queue_id"), ["store", "topic"])
+        # the rate series' bucket width follows the whole time span (at most MAX_POINTS per topic)
+        span = minutes.agg(F.min("first_ts").alias("lo"), F.max("last_ts").alias("hi"))
+        span_min = F.greatest(F.lit(1), F.expr(f"(hi - lo) div {MINUTE}") + 1)          # as _width()
+        width = F.greatest(F.lit(1), F.ceil(span_min / MAX_POINTS)).cast("bigint")
+        series = (minutes.select("topic", "minute", "messages").crossJoin(F.broadcast(span.select(width.alias("w"))))
+                  .groupBy("topic", (F.floor(F.col("minute") / F.col("w")) * F.col("w")).cast("bigint").alias("x"))
+                  .agg(F.sum("messages").alias("messages"), F.first("w").alias("w")))
+        out = (queues.join(q_est, list(_KEY), "left").withColumn("kind", F.lit("q"))
+               .unionByName(t_est.withColumn("kind", F.lit("t")), allowMissingColumns=True)
+               .unionByName(series.withColumn("kind", F.lit("s")), allowMissingColumns=True))
+        rows = _collect(out)
+    finally:
+        parts.unpersist()
+    qrows, topic_est, points, width = [], {}, [], 1
+    for r in rows:
+        kind = r.pop("kind")
+        if kind == "q":
+            r["distinct_keys"], r["distinct_uniq_keys"] = r.pop("keys_est") or 0, r.pop("uniq_est") or 0
+            qrows.append(r)
+        elif kind == "t":
+            topic_est[(r["store"], r["topic"])] = (r["keys_est"], r["uniq_est"])
+        else:
+            points.append((r["topic"], r["x"], r["messages"]))
+            width = r["w"]
+    return qrows, topic_est, points, width
+
+
+def _hll_groups(regs, keys):
+    """Register sets merged by `keys` in the executors -- rows hashed to partitions by key, each
+    partition merged in numpy (element-wise max, one Python call per partition, not per group) --
+    and reduced to their estimates: columns keys + keys_est, uniq_est."""
+    from pyspark.sql import functions as F
+
+    out = ", ".join([f"{k} {'int' if k == 'queue_id' else 'string'}" for k in keys] + ["keys_est bigint",
+                                                                                          "uniq_est bigint"])
+    n = max(1, regs.sparkSession.sparkContext.defaultParallelism)
+    return regs.repartition(n, *[F.col(k) for k in keys]).mapInArrow(_hll_merge_task(keys), out)
+
+
+def _hll_merge_task(keys):
+    def fn(batches):
+        import numpy as np
+        import pyarrow as pa
+
+        state: dict = {}
+        for rb in batches:
+            n = rb.num_rows
+            if not n:
+                continue
+            names = rb.schema.names
+            kv = list(zip(*[rb.column(names.index(k)).to_pylist() for k in keys]))
+            groups: dict = {}
+            inv = np.fromiter((groups.setdefault(k, len(groups)) for k in kv), np.int64, n)
+            order = np.argsort(inv, kind="stable")
+            starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
+            merged = [np.maximum.reduceat(_regs_matrix(rb.column(names.index(c)))[order], starts, axis=0)
+                      for c in ("keys_hll", "uniq_hll")]
+            for key, g in groups.items():
+                kr, ur = merged[0][g], merged[1][g]
+                cur = state.get(key)
+                state[key] = (kr, ur) if cur is None else (np.maximum(cur[0], kr), np.maximum(cur[1], ur))
+        cols = {k: [key[i] for key in state] for i, k in enumerate(keys)}
+        est = [(hll_estimate(a), hll_estimate(b)) for a, b in state.values()]
+        yield pa.RecordBatch.from_pydict(
+            cols | {"keys_est": [e[0] for e in est], "uniq_est": [e[1] for e in est]},
+            schema=pa.schema([(k, pa.int32() if k == "queue_id" else pa.string()) for k in keys]
+                             + [("keys_est", pa.int64()), ("uniq_est", pa.int64())]))
+
+    return fn
+
+
+def _regs_matrix(col):
+    """A binary column of register sets (each 2^HLL_LG bytes) as a (rows, 2^HLL_LG) uint8 matrix."""
+    import numpy as np
+
+    m, n = 1 << HLL_LG, len(col)
+    offs = np.frombuffer(col.buffers()[1], np.int32)[col.offset:col.offset + n + 1]
+    if col.null_count == 0 and offs[-1] - offs[0] == n * m and np.all(np.diff(offs) == m):
+        return np.frombuffer(col.buffers()[2], np.uint8)[offs[0]:offs[-1]].reshape(n, m)
+    return np.frombuffer(b"".join(v or bytes(m) for v in col.to_pylist()), np.uint8).reshape(n, m)
+
+
+def _collect(df) -> list[dict]:
+    """A (small, final) DataFrame's rows as dicts, through Arrow where pyspark has it."""
+    if hasattr(df, "toArrow"):
+        return df.toArrow().to_pylist()
+    return [r.asDict() for r in df.collect()]
 
 
 def compute_local(store_paths, flt=None, *, config=None, check_crc=True, names=None) -> dict:
@@ -464,40 +563,32 @@ def _width(lo: int, hi: int) -> int:
     return max(1, -(-span_min // MAX_POINTS))       # minutes per point
 
 
-def _result(stores, queues, series, width, regs, offsets, scan) -> dict:
-    """The JSON-ready result from merged queue rows (dicts), the rate series and the HLL registers."""
-    import numpy as np
-
+def _result(stores, queues, series, width, topic_est, offsets, scan) -> dict:
+    """The JSON-ready result from merged queue rows (dicts with their distinct-key estimates), the
+    rate series [(topic, bucket minute, messages)] and {(store, topic): (keys, uniq keys)} estimates."""
     def hist_of(r):
         return {hist_label(b): r[f"h{b}"] for b in range(HIST_LO, HIST_HI + 1) if r[f"h{b}"]}
 
-    def base(r, kr, ur):
+    def base(r, kest, uest):
         n = r["messages"] or 0
         return {"messages": n, "bytes": r["bytes"] or 0, "first_store_timestamp": r["first_ts"],
                 "last_store_timestamp": r["last_ts"], "min_size": r["min_size"], "max_size": r["max_size"],
                 "avg_size": round((r["bytes"] or 0) / n, 1) if n else None,
-                "distinct_keys": hll_estimate(kr), "distinct_uniq_keys": hll_estimate(ur),
-                "size_histogram": hist_of(r)}
-
-    def regs_of(key):
-        r = regs.get(key)
-        return (None, None) if r is None else (np.frombuffer(r[0], np.uint8), np.frombuffer(r[1], np.uint8))
+                "distinct_keys": kest, "distinct_uniq_keys": uest, "size_histogram": hist_of(r)}
 
     qrows = sorted(({"store": r["store"], "topic": r["topic"], "queue_id": r["queue_id"],
-                     **base(r, *regs_of((r["store"], r["topic"], r["queue_id"]))),
+                     **base(r, r["distinct_keys"], r["distinct_uniq_keys"]),
                      "max_offset": r["next_off"], "peak_per_minute": r["peak_per_minute"],
                      **({"multi_dispatched_units": r["multi"]} if r.get("multi") else {})} for r in queues),
                    key=lambda d: (d["store"], d["topic"], d["queue_id"]))
     topics: dict = {}
     for r in queues:
         k = (r["store"], r["topic"])
-        kr, ur = regs_of((r["store"], r["topic"], r["queue_id"]))
         t = topics.get(k)
         if t is None:
             topics[k] = t = {"store": r["store"], "topic": r["topic"], "queues": 0, "messages": 0, "bytes": 0,
                              "first_ts": r["first_ts"], "last_ts": r["last_ts"], "min_size": r["min_size"],
-                             "max_size": r["max_size"], "kr": None, "ur": None,
-                             **{f"h{b}": 0 for b in range(HIST_LO, HIST_HI + 1)}}
+                             "max_size": r["max_size"], **{f"h{b}": 0 for b in range(HIST_LO, HIST_HI + 1)}}
         t["queues"] += 1
         t["messages"] += r["messages"] or 0
         t["bytes"] += r["bytes"] or 0
@@ -505,10 +596,8 @@ def _result(stores, queues, series, width, regs, offsets, scan) -> dict:
         t["min_size"], t["max_size"] = min(t["min_size"], r["min_size"]), max(t["max_size"], r["max_size"])
         for b in range(HIST_LO, HIST_HI + 1):
             t[f"h{b}"] += r[f"h{b}"] or 0
-        if kr is not None:
-            t["kr"] = kr.copy() if t["kr"] is None else np.maximum(t["kr"], kr)
-            t["ur"] = ur.copy() if t["ur"] is None else np.maximum(t["ur"], ur)
-    trows = sorted(({"store": t["store"], "topic": t["topic"], "queues": t["queues"], **base(t, t["kr"], t["ur"])}
+    trows = sorted(({"store": t["store"], "topic": t["topic"], "queues": t["queues"],
+                     **base(t, *topic_est.get((t["store"], t["topic"]), (0, 0)))}
                     for t in topics.values()), key=lambda d: (d["store"], -d["messages"], d["topic"]))
     rate: dict[str, list] = {}
     for topic, x, n in sorted(series):
