@@ -83,6 +83,9 @@ def _first_record(fd: int, start: int, size: int, lo: int, hi: int, limit: int) 
     return p if p is not None and p < hi else None
 
 
+first_record = _first_record   # public: rmqctl.repair.parallel resyncs its ranges the same way
+
+
 def merge_ranges(ctx: ScanContext, parts: list) -> FileResult:
     """Join the range results of one file (in order) into its FileResult. Each range must begin where
     the walk of the ranges before it handed off; a range lying wholly before the handoff (it holds
