@@ -213,6 +213,7 @@ class Sinks:
 # -- the split walk ---------------------------------------------------------------------------------
 
 _SPEC: dict = {}     # set before the pool forks: the workers inherit it
+STATS = {"rewalks": 0}   # ranges that resynced off the chain (the parent walked the rest of their file)
 
 
 def _visited(store, files, start, end) -> list:
@@ -235,7 +236,7 @@ def _visited(store, files, start, end) -> list:
 def _tasks(visited, nbytes: int):
     from rmqctl.check import commitlog as clc
 
-    for fi, (f, pos, limit) in enumerate(visited):
+    for fi, (_f, pos, limit) in enumerate(visited):
         pieces = max(1, -(-limit // nbytes))
         nominal = clc.split_points(limit, limit, pieces) if pieces > 1 else [0, None]
         pts = [pos] + [p for p in nominal[1:-1] if p > pos] + [None]
@@ -354,6 +355,7 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
                 continue
             if r.begin != handoff:
                 r = _walk_range((fi, handoff, None, True))   # resynced elsewhere: the rest of the file, exactly
+                STATS["rewalks"] += 1
                 while pending and pending[0][0][0] == fi:
                     pending.popleft()
                     fill()
@@ -386,7 +388,7 @@ def _end_file(walk, fend) -> bool:
 
 def _advance(progress, visited, r) -> None:
     if progress:
-        f, pos, limit = visited[r.fi]
+        _f, _pos, limit = visited[r.fi]
         progress.advance((limit if r.hi is None else r.hi) - r.lo)
 
 
@@ -396,3 +398,45 @@ def last_record(walk) -> int | None:
         if e.last_valid is not None:
             return e.last_valid
     return None
+
+
+def recover_sink(dup, spec) -> Sinks:
+    """recover's pass 1: DUP_INFO counts, and pass 2's dispatch into the speculation's builders
+    (rmqctl.repair.speculation) when it runs."""
+    parts = [Dup(dup)]
+    if spec is not None:
+        idx_from = spec.idx["from"] if spec.idx is not None else None
+        parts.append(Dispatch(spec.store, spec.states, spec.rebuilder, idx_from, spec.dir))
+    return Sinks(parts)
+
+
+def dispatch_pass2(store, files, segments, scan_start, states, idx, ctx, cfg, jobs: int):
+    """batch_dispatch.dispatch_pass2 without fillers (--on-corruption stop), each segment's walk split over
+    `jobs` processes: the same builders, fed the same units in the same order."""
+    from rmqctl.errors import ProblemsFound
+    from rmqctl.repair.rebuild_index import IndexRebuilder
+    from rmqctl.scan import BLANK_RECORD, END
+    from rmqctl.store.commitlog import Walk
+
+    rebuilder = None
+    if idx is not None:
+        (ctx.staging / "index").mkdir(parents=True, exist_ok=True)
+        rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num, idx["names"],
+                                   prev=idx["prev"], prev_name=idx["prev_name"], skip_keys_at=idx["skip"])
+    sink = Dispatch(store, states, rebuilder, idx["from"] if idx is not None else None, ctx.staging)
+    try:
+        for a, b in segments:
+            w = Walk()
+            walk(store, files, a, b, jobs=jobs, sink=sink, walk=w, check_crc=False)
+            stop = w.ends[-1].stop if w.ends else None
+            # records before the broker's start file are trusted, as in the sequential pass 2
+            if a < scan_start and stop is not None and stop.offset < min(b, scan_start) \
+                    and stop.kind not in (END, BLANK_RECORD):
+                raise ProblemsFound(f"corrupt record before the broker's recovery start file ({stop.kind}: "
+                                    f"{stop.detail}); run `rmqctl recover --from-start`", offset=stop.offset)
+        built = rebuilder.finish() if rebuilder else []
+    except BaseException:
+        if rebuilder:
+            rebuilder.abort()
+        raise
+    return states, built
