@@ -8,9 +8,9 @@ smaller files). Each run is `rmqctl ... --dry-run --json` (everything is built a
 nothing is swapped in, so every run starts from the same store); recover runs with `abort` present and the
 checkpoint zeroed, so it validates and re-dispatches from the first file. Prints `uptime` (the load) first.
 
-Columns: wall seconds; MB/s of commitlog records; peak RSS of the largest process (its VmHWM: the parent
-or one worker) and peak RSS of the whole process tree (parent + workers, summed, sampled from /proc every
-20 ms).
+Columns: wall seconds; CPU seconds of the process tree (user + system, parent and workers); MB/s of
+commitlog records; peak RSS of the largest process (its VmHWM: the parent or one worker) and peak RSS of
+the whole process tree (parent + workers, summed, sampled from /proc every 20 ms).
 """
 from __future__ import annotations
 
@@ -54,10 +54,20 @@ def _tree_rss_kib(pid: int) -> tuple[int, int]:
     return total, hwm
 
 
+_WRAP = ("import resource,subprocess,sys,json;p=subprocess.run(sys.argv[1:]);"
+         "r=resource.getrusage(resource.RUSAGE_CHILDREN);"
+         "open(sys.argv[0]+'.cpu','w').write(json.dumps(r.ru_utime+r.ru_stime));sys.exit(p.returncode)")
+
+
 def run_measured(cmd: list, env: dict) -> dict:
-    """Wall time, exit status, stdout, peak RSS of the largest process (VmHWM) and of the whole tree."""
+    """Wall time, exit status, stdout, peak RSS of the largest process (VmHWM) and of the whole tree, CPU
+    seconds of the whole tree (user + system: the parent and its workers)."""
+    import tempfile
+
+    tag = tempfile.mktemp(prefix="rmqctl-bench-")
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen([sys.executable, "-c", _WRAP.replace("sys.argv[0]", repr(tag)), *cmd],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     peak = hwm = 0
     import threading
 
@@ -73,7 +83,9 @@ def run_measured(cmd: list, env: dict) -> dict:
         peak, hwm = max(peak, tree), max(hwm, h)
         th.join(0.02)
     wall = time.perf_counter() - t
-    return {"rc": p.returncode, "wall": wall, "max_child_kib": hwm, "tree_kib": peak, **out}
+    cpu = json.loads(Path(tag + ".cpu").read_text())
+    os.unlink(tag + ".cpu")
+    return {"rc": p.returncode, "wall": wall, "cpu": cpu, "max_child_kib": hwm, "tree_kib": peak, **out}
 
 
 def warm(store: Path) -> int:
@@ -127,12 +139,15 @@ def main() -> None:
                 sys.exit(f"{' '.join(cmd)} failed ({m['rc']}): {m['stderr'].decode()[-2000:]}")
             plan = json.loads(m["stdout"])
             data = plan["commitlog"]["valid_end"] - plan["commitlog"]["scan_start"]
-            rows.append((f"{'recover' if w == 'recover' else 'rebuild ' + w} -j{j}", m["wall"], data,
+            rows.append((f"{'recover' if w == 'recover' else 'rebuild ' + w} -j{j}", m["wall"], m["cpu"], data,
                          m["max_child_kib"], m["tree_kib"], json.dumps(plan["summary"])))
     (store / "abort").unlink(missing_ok=True)
-    print(f"{'run':22s} {'seconds':>8s} {'MB/s':>7s} {'RSS max MiB':>11s} {'RSS tree MiB':>12s}  summary")
-    for label, secs, data, mx, tree, summ in rows:
-        print(f"{label:22s} {secs:8.2f} {data / 1e6 / secs:7.0f} {mx / 1024:11.0f} {tree / 1024:12.0f}  {summ}")
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    print(f"{'run':22s} {'seconds':>8s} {'CPU s':>6s} {'MB/s':>7s} {'RSS max MiB':>11s} "
+          f"{'RSS tree MiB':>12s}  summary")
+    for label, secs, cpu, data, mx, tree, summ in rows:
+        print(f"{label:22s} {secs:8.2f} {cpu:6.2f} {data / 1e6 / secs:7.0f} {mx / 1024:11.0f} "
+              f"{tree / 1024:12.0f}  {summ}")
 
 
 if __name__ == "__main__":

@@ -83,7 +83,8 @@ def test_fixture_rebuild_and_recover_equal_one_process(tmp_path, monkeypatch, fi
     root = tmp_path / fixture.name / "store"
     conf = tmp_path / fixture.name / "manifest.json"
     n = _walks(monkeypatch)
-    if (root / "commitlog").is_dir() and F.commitlog_records(root):
+    records = (root / "commitlog").is_dir() and bool(F.commitlog_records(root))
+    if records:
         F.torn_tail(root)      # recover has a tail to cut, queues and index something to redo
     for p in list((root / "consumequeue").rglob("0*"))[:3] + list((root / "index").glob("*"))[:1]:
         if p.is_file():
@@ -94,7 +95,7 @@ def test_fixture_rebuild_and_recover_equal_one_process(tmp_path, monkeypatch, fi
     from rmqctl.store.layout import Store
 
     # index always splits; cq and recover stay in one process where batch consume queues are
-    if F.commitlog_records(root):
+    if records:
         assert n["walks"] >= (3 if P.splittable(Store.open(root, _cfg(conf))) else 1)
 
 
@@ -103,7 +104,7 @@ def test_fixture_rebuild_and_recover_equal_one_process(tmp_path, monkeypatch, fi
 TOPICS = ["TopicA", "TopicB", "主题", "%RETRY%g1"]
 
 
-def random_store(root: Path, seed: int, *, files: int = 9, fs: int = 24 * 1024) -> Path:
+def random_store(root: Path, seed: int, *, files: int = 6, fs: int = 24 * 1024) -> Path:
     """`files` commitlog files of random records (bodies 0-3000 bytes, tags, keys, __CRC32# tails), each
     ended by a BLANK, the last one half full; some bodies hide a complete valid-looking record (its
     PHYSICALOFFSET is where it lies), which a resync can land on. Empty queues and index (rebuild/recover
@@ -167,7 +168,10 @@ def test_random_stores_with_tiny_splits_equal_one_process(tmp_path, monkeypatch,
     rnd = random.Random(seed)
     root = random_store(tmp_path / "s" / "store", seed)
     conf = root.parent / "manifest.json"
-    _damage(root, rnd, ["none", "flip", "torn", "zero"][seed % 4])
+    before = F.tree_hashes(root)
+    kind = ["none", "flip", "torn", "zero"][seed % 4]
+    _damage(root, rnd, kind)
+    assert (F.tree_hashes(root) != before) == (kind != "none"), "the damage was not injected"
     monkeypatch.setenv(SPLIT, str(rnd.choice([300, 1000, 4096, 9000])))
     n = _walks(monkeypatch)
     jobs = rnd.choice([2, 3])
