@@ -189,7 +189,7 @@ def test_a_resync_inside_a_body_is_walked_again(tmp_path, monkeypatch):
     becomes a unit."""
     root = random_store(tmp_path / "s" / "store", 11, files=3)
     conf = root.parent / "manifest.json"
-    from rmqctl.check.commitlog import split_points
+    from rmqctl.resync import split_points
 
     fs = 24 * 1024
     raw = F.commitlog_files(root)[0].read_bytes()

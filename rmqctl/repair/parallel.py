@@ -3,8 +3,8 @@ processes, merged into exactly what one sequential walk gives.
 
 Split: every file the walk visits (vecdispatch.batches' rules: from `start`, up to `end`, on after a
 BLANK, stop after any other end) is cut into ranges of about RANGE_BYTES at the nominal points of
-check.commitlog.split_points, and each range owns the records that START in it: a worker resyncs at
-the first valid record at or after the range's start (check.commitlog.first_record, the resync verify
+resync.split_points, and each range owns the records that START in it: a worker resyncs at
+the first valid record at or after the range's start (resync.first_record, the resync verify
 uses), walks the chain with the batch kernel (scanvec.walk_file) and hands off at the first record
 starting at or after the range's end -- or reports the Stop that ended the chain.
 
@@ -247,11 +247,11 @@ def _visited(store, files, start, end) -> list:
 
 
 def _tasks(visited, nbytes: int):
-    from rmqctl.check import commitlog as clc
+    from rmqctl.resync import split_points
 
     for fi, (_f, pos, limit) in enumerate(visited):
         pieces = max(1, -(-limit // nbytes))
-        nominal = clc.split_points(limit, limit, pieces) if pieces > 1 else [0, None]
+        nominal = split_points(limit, limit, pieces) if pieces > 1 else [0, None]
         pts = [pos] + [p for p in nominal[1:-1] if p > pos] + [None]
         for lo, hi in zip(pts, pts[1:]):
             yield fi, lo, hi, lo == pos
@@ -269,7 +269,7 @@ def _walk_range(task) -> RangeResult:
     exact), fed to the sink; the chain's handoff or Stop."""
     import numpy as np
 
-    from rmqctl.check import commitlog as clc
+    from rmqctl.resync import first_record
     from rmqctl.scanvec import WINDOW, walk_file
     from rmqctl.store.commitlog import open_ro
 
@@ -279,7 +279,7 @@ def _walk_range(task) -> RangeResult:
     sink = spec["sink"]
     res = RangeResult(fi, lo, hi, None)
     with open_ro(f.path) as fd:
-        res.begin = lo if exact else clc.first_record(fd, f.start, f.size, lo, limit if hi is None else min(hi, limit),
+        res.begin = lo if exact else first_record(fd, f.start, f.size, lo, limit if hi is None else min(hi, limit),
                                                       limit)
         if res.begin is None:
             return res
