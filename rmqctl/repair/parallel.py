@@ -353,17 +353,13 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
                 pending.append((t, pool.apply_async(_walk_range, (t,))))
 
         fill()
-        cur, handoff, fend, done = -1, None, None, False
-        while pending and not done:
+        cur, handoff, fend = -1, None, None
+        while pending:
             t, ar = pending.popleft()
             r = ar.get()
             fill()
             fi = t[0]
-            if fi != cur:
-                if cur >= 0:
-                    done = _end_file(walk, fend)
-                    if done:
-                        break
+            if fi != cur:      # the previous file ended (its last range reaches its end): the next one starts
                 cur, handoff = fi, visited[fi][1]
                 fend = FileEnd(visited[fi][0], None, 0, None)
             if handoff is None or (r.hi is not None and handoff >= r.hi):
@@ -372,19 +368,16 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
             if r.begin != handoff:
                 r = _walk_range((fi, handoff, None, True))   # resynced elsewhere: the rest of the file, exactly
                 STATS["rewalks"] += 1
-                while pending and pending[0][0][0] == fi:
-                    pending.popleft()
-                    fill()
             sink.consume(r.payload)
             _advance(progress, visited, r)
             fend.records += r.records
             if r.last is not None:
                 fend.last_valid = r.last
             handoff = r.handoff
-            if handoff is None:
+            if handoff is None:        # the chain ended in this file
                 fend.stop = r.stop
-        if not done and fend is not None:
-            _end_file(walk, fend)
+                if _end_file(walk, fend):
+                    break              # anything but a BLANK ends the walk (later ranges are never merged)
     finally:
         pool.terminate()
         pool.join()
