@@ -297,3 +297,24 @@ def test_kill_at_every_step_with_two_jobs_converges(tmp_path):
         if n == steps:     # undo after a kill is the same journal whatever -j (test_kill_resume covers each step)
             assert run_cli("undo", root).returncode == 0
             assert K.tree(root) == original, f"undo after kill at step {n}"
+
+
+def test_deleted_topics_are_skipped_and_counted_the_same(tmp_path, monkeypatch):
+    """rebuild's topics.json filter runs in the workers on their own copy: the skipped counts merged in the
+    parent equal one process's (the plan lists them), and the skipped topic's queues are not built."""
+    root = random_store(tmp_path / "s" / "store", 8, files=4)
+    conf = root.parent / "manifest.json"
+    (root / "config").mkdir()
+    dv = {"counter": 1, "stateVersion": 0, "timestamp": 1700000000000}
+    table = {t: {"topicName": t, "readQueueNums": 3, "writeQueueNums": 3, "perm": 6} for t in ("TopicA", "TopicB")}
+    (root / "config" / "topics.json").write_text(json.dumps({"dataVersion": dv, "topicConfigTable": table}))
+    monkeypatch.setenv(SPLIT, "2000")
+    n = _walks(monkeypatch)
+    got = {}
+    for what in ("cq", "index"):
+        a, got[what] = _rebuild(root, conf, what, 1, tmp_path), _rebuild(root, conf, what, 2, tmp_path)
+        assert a == got[what]
+        assert a["topics"]["skipped"].get("主题", 0) > 0, a["topics"]
+    assert any("TopicA" in x["path"] for x in got["cq"]["actions"])
+    assert not any("主题" in x["path"] for x in got["cq"]["actions"])
+    assert n["walks"] == 2
