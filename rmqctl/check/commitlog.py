@@ -23,22 +23,16 @@ from __future__ import annotations
 
 import os
 
-from rmqctl import scan
-from rmqctl.check.commitlog_end import first_nonzero
 from rmqctl.check.commitlog_results import FileResult, QueueTrack, ScanContext  # noqa: F401  (re-exported)
 from rmqctl.check.findings import ERROR, Finding
+from rmqctl.resync import first_record as _first_record
+from rmqctl.resync import split_points  # noqa: F401  (re-exported: check.run and the tests split with it)
 from rmqctl.store.files import open_read
 
 
 def scan_file(ctx: ScanContext, path: str, start: int, size: int) -> FileResult:
     """Check every record of one commitlog file (see the module doc)."""
     return scan_range(ctx, path, start, size)
-
-
-def split_points(size: int, file_size: int, pieces: int) -> list[int]:
-    """Nominal split positions of one file into `pieces` ranges (the workers resync at record starts)."""
-    limit = min(size, file_size)
-    return [limit * k // pieces for k in range(pieces)] + [None]
 
 
 def scan_range(ctx: ScanContext, path: str, start: int, size: int, lo: int = 0, hi: int | None = None,
@@ -69,18 +63,6 @@ def scan_range(ctx: ScanContext, path: str, start: int, size: int, lo: int = 0, 
         return res
     finally:
         os.close(fd)
-
-
-def _first_record(fd: int, start: int, size: int, lo: int, hi: int, limit: int) -> int | None:
-    """The first position in [lo, hi) where a valid record (scan.find_next_record's sense) starts, or
-    None. Zero bytes are skipped with memcmp first: a pre-allocated file is mostly zeros, and a record's
-    TOTALSIZE has a non-zero byte among its first four."""
-    nz = first_nonzero(fd, lo, min(hi + 3, limit))
-    if nz is None:
-        return None
-    p = scan.find_next_record(fd, start, size, max(lo, nz - 3) - 1, limit,
-                              make_walk=lambda c: scan.FileWalk(fd, start, size, c, limit, window=64 * 1024))
-    return p if p is not None and p < hi else None
 
 
 def merge_ranges(ctx: ScanContext, parts: list) -> FileResult:

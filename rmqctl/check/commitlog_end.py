@@ -2,12 +2,12 @@
 the table): BLANK, zeros, a zeroed range, a bad record in the middle or at the tail, stale bytes."""
 from __future__ import annotations
 
-import errno
 import os
 import struct
 import zlib
 
 from rmqctl import scan
+from rmqctl.resync import first_nonzero
 from rmqctl.check.commitlog_results import FileResult, ScanContext
 from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
 
@@ -43,38 +43,6 @@ def stop_detail(fd: int, file_start: int, stop: scan.Stop) -> tuple:
     if kind in (scan.LENGTH_MISMATCH, scan.BAD_LENGTH, scan.BAD_SIZE, scan.SHORT):
         return None, f"TOTALSIZE {stop.size}", stop.detail
     return None, None, stop.detail
-
-
-_ZEROS = bytes(1 << 20)
-
-
-def _skip_hole(fd: int, pos: int, end: int) -> int:
-    """The next position >= pos that may hold data: holes of a sparse file read as zeros, and the broker
-    sizes new commitlog files without writing them, so a file's unwritten tail is usually one hole."""
-    seek_data = getattr(os, "SEEK_DATA", None)
-    if seek_data is None:
-        return pos
-    try:
-        return os.lseek(fd, pos, seek_data)
-    except OSError as e:
-        return end if e.errno == errno.ENXIO else pos    # ENXIO: nothing but holes up to the end of file
-
-
-def first_nonzero(fd: int, pos: int, end: int) -> int | None:
-    chunk = len(_ZEROS)
-    pos = _skip_hole(fd, pos, end)
-    while pos < end:
-        data = os.pread(fd, min(chunk, end - pos), pos)
-        if not data:
-            return None
-        if data == _ZEROS[:len(data)]:     # memcmp: ~10x faster than scanning with lstrip
-            pos = _skip_hole(fd, pos + len(data), end)
-            continue
-        stripped = data.lstrip(b"\0")
-        if stripped:
-            return pos + len(data) - len(stripped)
-        pos += len(data)
-    return None
 
 
 def classify_end(ctx: ScanContext, res: FileResult, fd: int, stop: scan.Stop, limit: int) -> int | None:

@@ -45,6 +45,21 @@ def resolve_time(what: str, text, utc: bool = False):
     return int(ms)   # a plain int from here on (Spark filters are pickled to executors)
 
 
+def default_jobs(store) -> int:
+    """-j's default for the whole-store commitlog passes (verify, rebuild, recover): the machine's cores, up
+    to 2, on stores over 256 MiB (below that, starting processes costs more than it saves); else 1."""
+    import os
+
+    total = sum(f.size for f in store.commitlog.files)
+    return min(2, os.cpu_count() or 1) if total > 256 * 1024 * 1024 else 1
+
+
+def jobs_option(f):
+    return click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+                        help="Processes for the commitlog walk; the files written are the same whatever N "
+                             "[default: up to 2 on stores over 256 MiB, as verify].")(f)
+
+
 def store_config_options(f):
     """Broker settings that are not stored in the files (sizes, delay levels)."""
     f = click.option("--broker-config", type=click.Path(dir_okay=False, exists=True),

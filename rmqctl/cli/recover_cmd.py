@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from rmqctl.cli.completion import complete_topic
-from rmqctl.cli.options import require_store
+from rmqctl.cli.options import default_jobs, jobs_option, require_store
 from rmqctl.errors import UsageError
 
 RECOVER_EXITS = """\b
@@ -100,8 +100,9 @@ def _warn(text: str) -> None:
               help="Validate and re-dispatch from the first commitlog file, not from the file the broker's own "
                    "recovery would start at (slower; catches queues lagging further back).")
 @_broker_config_options
+@jobs_option
 @click.option("--apply", is_flag=True, hidden=True, help="Accepted for scripts; applying is the default.")
-def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_alias, apply):
+def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_alias, jobs, apply):
     """Offline abnormal recovery: bring a crashed store back to a state the broker accepts.
 
     Does what the broker does after an unclean shutdown -- find the last valid record, truncate the
@@ -132,6 +133,7 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_a
     opts = R.Options(on_corruption=on_corruption, from_start=from_start)
 
     def build(store, staging, pg):
+        opts.jobs = jobs or default_jobs(store)
         return R.analyze(store, opts, staging, progress=pg)
 
     return _run(store_dir, _one_conf(conf, conf_alias), dry_run, as_json, "recover", build)
@@ -151,8 +153,9 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_a
                    "kept; without a readable topics.json every topic is kept.")
 @click.option("--engine", type=click.Choice(["auto", "local", "spark"]), default="auto", hidden=True)
 @click.option("--master", default=None, hidden=True)
+@jobs_option
 def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, include_deleted_topics, engine,
-            master):
+            master, jobs):
     """Regenerate consume queues or index files from the commitlog, byte-identical to the broker's.
 
     Files are built beside the store (in the quarantine's staging folder, never inside commitlog/ or
@@ -197,7 +200,8 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
         dlog = dledger.find(store.root)   # DLedger commitlog: the messages its entries wrap
         return RB.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg,
                                   include_deleted_topics=include_deleted_topics,
-                                  records=dledger.records_for_rebuild(dledger.DLedgerLog.open(dlog)) if dlog else None)
+                                  records=dledger.records_for_rebuild(dledger.DLedgerLog.open(dlog)) if dlog else None,
+                                  jobs=jobs or default_jobs(store))
 
     from rmqctl.store import dledger
 

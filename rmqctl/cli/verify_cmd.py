@@ -1,7 +1,6 @@
 """rmqctl verify: the whole-store integrity check, read-only, for shells and cron."""
 from __future__ import annotations
 
-import os
 import time
 
 import click
@@ -97,8 +96,9 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
                                  "index/ here)", path=path)
             else:
                 if jobs is None:
-                    total = sum(f.size for f in store.commitlog.files)
-                    jobs = min(2, os.cpu_count() or 1) if total > 256 * 1024 * 1024 else 1
+                    from rmqctl.cli.options import default_jobs
+
+                    jobs = default_jobs(store)
                 from rmqctl.terminal import progress
 
                 total = sum(f.size for f in store.commitlog.files)

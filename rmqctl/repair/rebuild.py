@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rmqctl import dispatch as D
 from rmqctl.repair import batchcq as BQ
+from rmqctl.repair import parallel as P
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.batch_dispatch import dispatch_batch, new_queue_state
 from rmqctl.repair.layout_checks import check_layout
@@ -34,6 +35,7 @@ class Rebuild:
     rebuilder: IndexRebuilder | None = None
     multi: bool = False             # multi-dispatch (LMQ) on: records may feed more queues
     lmq: bool = False
+    jobs: int = 1                   # -j: processes for the commitlog walk (rmqctl.repair.parallel)
 
     @property
     def plan(self) -> Plan:
@@ -41,16 +43,17 @@ class Rebuild:
 
 
 def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None, queue: int | None = None,
-                    progress=None, include_deleted_topics: bool = False, records=None) -> Ctx:
+                    progress=None, include_deleted_topics: bool = False, records=None, jobs: int = 1) -> Ctx:
     """Regenerate consume queues or index files from every valid commitlog record (from the first file
     to the first record the broker's recovery would stop at), build them in `staging`, and plan to
     swap in the files whose bytes differ. Records of topics absent from config/topics.json are left
     out unless include_deleted_topics (rmqctl.repair.topic_filter).
 
     records: None walks the commitlog here with the batch kernel; otherwise `records(walk)` yields the
-    same records one by one (the Spark engine streams them from its tasks) and fills walk.ends."""
+    same records one by one (the Spark engine streams them from its tasks) and fills walk.ends.
+    jobs > 1: the walk is split over that many processes (rmqctl.repair.parallel), the files the same."""
     rb = Rebuild(store, what, Ctx(Plan(store=str(store.root), abort=store.abort_exists), Path(staging)),
-                 topic=topic, queue=queue)
+                 topic=topic, queue=queue, jobs=jobs)
     check_layout(store, rb.plan)
     if rb.plan.problems:
         return rb.ctx
@@ -105,6 +108,11 @@ def _feed(rb: Rebuild, walk: Walk, progress, records) -> int | None:
     """Every valid record into the builders: batches of the local walk, or the records `records(walk)`
     streams (Spark). Returns the offset of the last record."""
     last = None
+    if records is None and rb.jobs > 1 and (rb.what == "index" or P.splittable(rb.store)):
+        P.walk(rb.store, rb.store.commitlog.files, jobs=rb.jobs, walk=walk, progress=progress,
+               sink=P.Dispatch(rb.store, rb.states if rb.what == "cq" else None, rb.rebuilder, None, rb.ctx.staging,
+                               topic=rb.topic, queue=rb.queue, skip=rb.skip))
+        return P.last_record(walk)
     if records is None:
         from rmqctl.repair import vecdispatch as VD
 

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqctl.repair import checkpoint_write as CK
+from rmqctl.repair import parallel as P
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair import speculation
 from rmqctl.repair.apply import apply, check_space  # noqa: F401  (re-exported: recover.apply)
@@ -84,6 +85,7 @@ class Options:
     on_corruption: str = "stop"          # stop | quarantine
     from_start: bool = False             # validate and dispatch from the first commitlog file
     check_prop_crc: bool = True
+    jobs: int = 1                        # -j: processes for the commitlog walks (rmqctl.repair.parallel)
 
 
 @dataclass
@@ -208,11 +210,17 @@ def _find_valid_end(rec: Recovery, progress) -> None:
         seg_last = None
         if rec.speculation is not None and pos != rec.scan_start:
             rec.speculation = rec.speculation.drop()   # a second segment (quarantine mode): pass 2 handles fillers
-        for b in VD.batches(store, rec.files, pos, walk=walk, check_prop_crc=opts.check_prop_crc, progress=progress):
-            seg_last = int(b.offset[-1])
-            rec.dup.feed(b)
-            if rec.speculation is not None:
-                rec.speculation.feed(b)
+        if opts.jobs > 1 and P.splittable(store):
+            P.walk(store, rec.files, pos, jobs=opts.jobs, walk=walk, progress=progress,
+                   check_prop_crc=opts.check_prop_crc, sink=P.recover_sink(rec.dup, rec.speculation))
+            seg_last = P.last_record(walk)
+        else:
+            for b in VD.batches(store, rec.files, pos, walk=walk, check_prop_crc=opts.check_prop_crc,
+                                progress=progress):
+                seg_last = int(b.offset[-1])
+                rec.dup.feed(b)
+                if rec.speculation is not None:
+                    rec.speculation.feed(b)
         if seg_last is not None:
             r = commitlog.read_record(seg_last, check_crc=False)
             last = (r.offset, r.store_timestamp, r.store_host_raw, r.store_port)
@@ -328,8 +336,12 @@ def _dispatch_missing(rec: Recovery) -> None:
         return
     if spec is not None:
         spec.drop()
-    rec.states, rec.built = dispatch_pass2(rec.store, rec.files, rec.segments, rec.scan_start, rec.states, rec.idx,
-                                           rec.ctx, rec.cfg)
+    if rec.opts.jobs > 1 and not rec.ctx.fillers and P.splittable(rec.store):
+        rec.states, rec.built = P.dispatch_pass2(rec.store, rec.files, rec.segments, rec.scan_start, rec.states,
+                                                 rec.idx, rec.ctx, rec.cfg, rec.opts.jobs)
+    else:
+        rec.states, rec.built = dispatch_pass2(rec.store, rec.files, rec.segments, rec.scan_start, rec.states,
+                                               rec.idx, rec.ctx, rec.cfg)
     rec.passes = 2
 
 

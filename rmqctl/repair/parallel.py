@@ -1,0 +1,451 @@
+"""`-j N` for `rebuild` and `recover`: the commitlog walk split at record boundaries over worker
+processes, merged into exactly what one sequential walk gives.
+
+Split: every file the walk visits (vecdispatch.batches' rules: from `start`, up to `end`, on after a
+BLANK, stop after any other end) is cut into ranges of about RANGE_BYTES at the nominal points of
+resync.split_points, and each range owns the records that START in it: a worker resyncs at
+the first valid record at or after the range's start (resync.first_record, the resync verify
+uses), walks the chain with the batch kernel (scanvec.walk_file) and hands off at the first record
+starting at or after the range's end -- or reports the Stop that ended the chain.
+
+Worker: each batch goes through the very dispatch the sequential pass uses (batch_dispatch.dispatch_batch),
+but into recorders instead of the builders: per (topic, queue) the consume-queue units it would append
+(phys, size, tagsCode, queue offset, store time) and for the index the records and key hashes it would
+insert, as compact numpy arrays -- nothing is written by a worker.
+
+Merge (parent, in commitlog order): a range is taken only when it begins exactly where the walk of the
+ranges before it handed off (a range lying wholly before the handoff is dropped; a range that resynced
+elsewhere -- a valid-looking record inside another record -- makes the parent walk the rest of that file
+itself from the handoff, exactly), so the walk never depends on where the file was cut. The recorded
+units are then fed, range after range, into the same builders the sequential pass feeds
+(QueueState.put_many per queue, IndexRebuilder.dispatch_many): the builders see the same units and index
+items in the same order, only cut into other batches, and both are batch-invariant by contract
+(tests/test_rebuild_vec.py proves put_many = put() unit by unit and dispatch_many = the scalar putKey in
+random splits). Hence byte-identical files, the same plan and the same journal whatever -j is.
+
+Memory: a worker holds one kernel window (scanvec.WINDOW) plus one range's recorded arrays (about 40 bytes
+per consume-queue unit, 16 bytes per record plus 16 per index key); the parent keeps at most
+2 x jobs range results in flight (submitted ahead of the one being merged). With the default 32 MiB
+ranges and 1 KiB messages that is about 1.5 MB per range (cq) or 2.3 MB (index: two keys a message), under
+10 MB in flight at -j 2, whatever the store size; the builders themselves stream as in one process.
+
+Not split (one process, as -j 1): stores with batch consume queues (a batch CQ unit needs the record's
+properties at build time), --on-corruption quarantine's fillers (pass 2 of recover), the per-record
+record streams (DLedger, Spark).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+RANGE_BYTES = 32 * 1024 * 1024
+SPLIT_ENV = "RMQCTL_SPLIT_BYTES"   # tests: tiny ranges, so records straddle many split points
+INDEX_PIECE = 8192                 # records per IndexRebuilder.dispatch_many call in the merge
+
+
+def range_bytes() -> int:
+    v = os.environ.get(SPLIT_ENV, "")
+    return max(1, int(v)) if v.isdigit() else RANGE_BYTES
+
+
+@dataclass
+class RangeResult:
+    fi: int                      # index into the visited files
+    lo: int
+    hi: int | None               # None: to the end of the file
+    begin: int | None            # file position of the first record walked (None: none in the range)
+    handoff: int | None = None   # first record at/after hi (None: the chain ended in a Stop)
+    stop: object = None
+    records: int = 0
+    last: int | None = None      # absolute offset of the last record walked
+    payload: object = None
+
+
+# -- what the sequential pass would do with each batch, recorded --------------------------------------
+
+class _RecQueue:
+    """Stands in for a QueueState in dispatch_batch: records put_many's arguments."""
+
+    max_phys = -1                # nothing known: put_many itself skips what the real queue already holds
+
+    def __init__(self):
+        self.parts: list = []
+
+    def put_many(self, phys, size, tags, cq_offset, ts=None) -> None:
+        import numpy as np
+
+        if ts is None:
+            ts = np.full(len(phys), -1, np.int64)
+        self.parts.append((phys, size, tags, cq_offset, ts))
+
+
+class _RecStates(dict):
+    """dispatch_batch's `states`: every queue it asks for gets a recorder."""
+
+    def get(self, key, default=None):
+        q = dict.get(self, key)
+        if q is None:
+            q = self[key] = _RecQueue()
+        return q
+
+
+class _RecIndex:
+    """Stands in for an IndexRebuilder in dispatch_batch: records dispatch_many's arguments."""
+
+    def __init__(self):
+        self.parts: list = []
+
+    def dispatch_many(self, offsets, store_ts, item_row, item_hash) -> None:
+        self.parts.append((offsets, store_ts, item_row, item_hash))
+
+
+_PROC: dict = {}     # per process: (Topics, TopicFilter copy) of each sink
+
+
+class Dispatch:
+    """Consume-queue units and index items of the walked records, for `states` (None: no queues) and
+    `rebuilder` (None: no index) -- dispatch_batch's arguments."""
+
+    def __init__(self, store, states, rebuilder, idx_from, staging, *, topic=None, queue=None, skip=None):
+        self.store, self.states, self.rebuilder, self.idx_from = store, states, rebuilder, idx_from
+        self.staging, self.topic, self.queue, self.skip = staging, topic, queue, skip
+
+    # worker side
+    def begin(self):
+        from rmqctl.repair import vecdispatch as VD
+        from rmqctl.repair.topic_filter import TopicFilter
+
+        key = (os.getpid(), id(self))
+        if key not in _PROC:
+            skip = TopicFilter(self.skip.known, self.skip.source) if self.skip is not None else None
+            _PROC[key] = (VD.Topics(), skip)
+        topics, skip = _PROC[key]
+        acc = {"q": _RecStates() if self.states is not None else None,
+               "i": _RecIndex() if self.rebuilder is not None else None,
+               "skip0": dict(skip.counts) if skip is not None else None}
+        return acc
+
+    def feed(self, acc, b) -> None:
+        from rmqctl.repair.batch_dispatch import dispatch_batch
+
+        topics, skip = _PROC[(os.getpid(), id(self))]
+        dispatch_batch(self.store, b, topics, acc["q"], acc["i"], self.idx_from, self.store.config.delay_levels,
+                       self.staging, topic=self.topic, queue=self.queue, skip=skip)
+
+    def result(self, acc):
+        import numpy as np
+
+        out = {"q": None, "i": None, "skip": None}
+        if acc["q"] is not None:
+            out["q"] = {k: tuple(np.concatenate(c) for c in zip(*r.parts)) for k, r in acc["q"].items() if r.parts}
+        ix = acc["i"]
+        if ix is not None and ix.parts:
+            shift, rows = 0, []
+            for p in ix.parts:
+                rows.append(p[2] + shift)
+                shift += len(p[0])
+            out["i"] = (np.concatenate([p[0] for p in ix.parts]), np.concatenate([p[1] for p in ix.parts]),
+                        np.concatenate(rows), np.concatenate([p[3] for p in ix.parts]))
+        if acc["skip0"] is not None:
+            _, skip = _PROC[(os.getpid(), id(self))]
+            out["skip"] = {t: n - acc["skip0"].get(t, 0) for t, n in skip.counts.items() if n != acc["skip0"].get(t, 0)}
+        return out
+
+    # parent side
+    def consume(self, out) -> None:
+        from rmqctl.repair.batch_dispatch import new_queue_state
+
+        for (t, q), arrays in (out["q"] or {}).items():
+            st = self.states.get((t, q))
+            if st is None:
+                st = self.states[(t, q)] = new_queue_state(self.store, self.staging, t, q)
+            st.put_many(*arrays)
+        if out["i"] is not None:
+            self._index(*out["i"])
+        for t, n in (out["skip"] or {}).items():
+            self.skip.count(t, n)
+
+    def _index(self, offs, ts, rows, hashes) -> None:
+        """dispatch_many in pieces of INDEX_PIECE records (measured: one call per 64 MiB range was 3x slower
+        per item -- the slot sort and the slot table's cache misses grow with the piece)."""
+        import numpy as np
+
+        n = len(offs)
+        for a in range(0, n, INDEX_PIECE):
+            b = min(n, a + INDEX_PIECE)
+            i, j = np.searchsorted(rows, [a, b], "left")
+            self.rebuilder.dispatch_many(offs[a:b], ts[a:b], rows[i:j] - a, hashes[i:j])
+
+
+class Dup:
+    """recover's DupInfo count over the walked records (merged in order)."""
+
+    def __init__(self, dup):
+        self.dup = dup
+
+    def begin(self):
+        from rmqctl.repair.dupinfo import DupInfo
+
+        return DupInfo()
+
+    def feed(self, acc, b) -> None:
+        acc.feed(b)
+
+    def result(self, acc):
+        return acc
+
+    def consume(self, d) -> None:
+        m = self.dup
+        m.has, m.missing, m.bad = m.has + d.has, m.missing + d.missing, m.bad + d.bad
+        if m.first_missing is None:
+            m.first_missing = d.first_missing
+        if m.first_has is None:
+            m.first_has = d.first_has
+
+
+@dataclass
+class Sinks:
+    parts: list = field(default_factory=list)
+
+    def begin(self):
+        return [s.begin() for s in self.parts]
+
+    def feed(self, acc, b) -> None:
+        for s, a in zip(self.parts, acc):
+            s.feed(a, b)
+
+    def result(self, acc):
+        return [s.result(a) for s, a in zip(self.parts, acc)]
+
+    def consume(self, out) -> None:
+        for s, o in zip(self.parts, out):
+            s.consume(o)
+
+
+# -- the split walk ---------------------------------------------------------------------------------
+
+_SPEC: dict = {}     # set before the pool forks: the workers inherit it
+STATS = {"rewalks": 0}   # ranges that resynced off the chain (the parent walked the rest of their file)
+
+
+def _visited(store, files, start, end) -> list:
+    """(file, first position, limit) of every file vecdispatch.batches(start, end) may visit, in order."""
+    fsize = store.config.commitlog_file_size
+    out = []
+    for f in files:
+        if end is not None and f.start >= end:
+            break
+        if start is not None and f.start + fsize <= start:
+            continue
+        pos = 0 if start is None or start <= f.start else start - f.start
+        limit = min(f.size, fsize)
+        if end is not None:
+            limit = min(limit, end - f.start)
+        out.append((f, pos, limit))
+    return out
+
+
+def _tasks(visited, nbytes: int):
+    from rmqctl.resync import split_points
+
+    for fi, (_f, pos, limit) in enumerate(visited):
+        pieces = max(1, -(-limit // nbytes))
+        nominal = split_points(limit, limit, pieces) if pieces > 1 else [0, None]
+        pts = [pos] + [p for p in nominal[1:-1] if p > pos] + [None]
+        for lo, hi in zip(pts, pts[1:]):
+            yield fi, lo, hi, lo == pos
+
+
+def _trim(b, k: int):
+    import numpy as np
+
+    return dataclasses.replace(b, **{fl.name: getattr(b, fl.name)[:k] for fl in dataclasses.fields(b)
+                                     if isinstance(getattr(b, fl.name), np.ndarray)})
+
+
+def _walk_range(task) -> RangeResult:
+    """The records of visited file fi that start in [lo, hi), from the first valid one (lo itself when
+    exact), fed to the sink; the chain's handoff or Stop."""
+    import numpy as np
+
+    from rmqctl.resync import first_record
+    from rmqctl.scanvec import WINDOW, walk_file
+    from rmqctl.store.commitlog import open_ro
+
+    fi, lo, hi, exact = task
+    spec = _SPEC
+    f, _pos, limit = spec["visited"][fi]
+    sink = spec["sink"]
+    res = RangeResult(fi, lo, hi, None)
+    with open_ro(f.path) as fd:
+        res.begin = lo if exact else first_record(fd, f.start, f.size, lo, limit if hi is None else min(hi, limit),
+                                                      limit)
+        if res.begin is None:
+            return res
+        acc = sink.begin()
+        buf = _PROC.get((os.getpid(), "buf"))
+        if buf is None:
+            buf = _PROC[(os.getpid(), "buf")] = bytearray(WINDOW)    # one window buffer per process
+        gen = walk_file(fd, f.start, f.size, res.begin, limit, path=str(f.path), buf=buf, **spec["kw"])
+        bound = None if hi is None else f.start + hi
+        while True:
+            try:
+                b = next(gen)
+            except StopIteration as e:
+                res.stop = e.value
+                break
+            offs = b.offset
+            if bound is not None and int(offs[-1]) >= bound:
+                k = int(np.searchsorted(offs, bound, "left"))
+                res.handoff = int(offs[k]) - f.start
+                gen.close()
+                if k:
+                    b = _trim(b, k)
+                    sink.feed(acc, b)
+                    res.records += k
+                    res.last = int(offs[k - 1])
+                break
+            sink.feed(acc, b)
+            res.records += len(b)
+            res.last = int(offs[-1])
+        res.payload = sink.result(acc)
+    return res
+
+
+def splittable(store) -> bool:
+    """False where -j falls back to one process: batch consume queues need each record's properties."""
+    from rmqctl.repair import batchcq as BQ
+    from rmqctl.store import batchcq as B
+
+    return not BQ.batch_topics(store) and not store.queues(B.DIR)
+
+
+def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, progress=None, **kw) -> None:
+    """vecdispatch.batches(store, files, start, end, walk=walk, progress=progress, **kw) with every batch
+    fed to `sink` -- done by `jobs` processes over ranges, merged in commitlog order (module doc).
+    walk.ends gets the same FileEnds as the sequential walk."""
+    import collections
+    import multiprocessing as mp
+
+    import numpy  # noqa: F401  -- imported once here, inherited by the forked workers
+
+    import rmqctl.scanvec  # noqa: F401
+    from rmqctl.repair import batch_dispatch, vecdispatch  # noqa: F401
+    from rmqctl.store.commitlog import FileEnd
+
+    visited = _visited(store, files, start, end)
+    if not visited:
+        return
+    global _SPEC
+    _SPEC = {"visited": visited, "sink": sink, "kw": kw}
+    tasks = _tasks(visited, range_bytes())
+    ahead = 2 * jobs
+    pool = mp.get_context("fork").Pool(jobs)
+    try:
+        pending: collections.deque = collections.deque()
+
+        def fill():
+            while len(pending) < ahead:
+                t = next(tasks, None)
+                if t is None:
+                    return
+                pending.append((t, pool.apply_async(_walk_range, (t,))))
+
+        fill()
+        cur, handoff, fend = -1, None, None
+        while pending:
+            t, ar = pending.popleft()
+            r = ar.get()
+            fill()
+            fi = t[0]
+            if fi != cur:      # the previous file ended (its last range reaches its end): the next one starts
+                cur, handoff = fi, visited[fi][1]
+                fend = FileEnd(visited[fi][0], None, 0, None)
+            if handoff is None or (r.hi is not None and handoff >= r.hi):
+                _advance(progress, visited, r)
+                continue
+            if r.begin != handoff:
+                r = _walk_range((fi, handoff, None, True))   # resynced elsewhere: the rest of the file, exactly
+                STATS["rewalks"] += 1
+            sink.consume(r.payload)
+            _advance(progress, visited, r)
+            fend.records += r.records
+            if r.last is not None:
+                fend.last_valid = r.last
+            handoff = r.handoff
+            if handoff is None:        # the chain ended in this file
+                fend.stop = r.stop
+                if _end_file(walk, fend):
+                    break              # anything but a BLANK ends the walk (later ranges are never merged)
+    finally:
+        pool.terminate()
+        pool.join()
+        _SPEC = {}
+        for k in [k for k in _PROC if k[0] == os.getpid()]:
+            del _PROC[k]
+
+
+def _end_file(walk, fend) -> bool:
+    """Record how the file ended; True when the walk stops there (anything but a BLANK)."""
+    from rmqctl.scan import BLANK_RECORD
+
+    if walk is not None:
+        walk.ends.append(fend)
+    return fend.stop is None or fend.stop.kind != BLANK_RECORD
+
+
+def _advance(progress, visited, r) -> None:
+    if progress:
+        _f, _pos, limit = visited[r.fi]
+        progress.advance((limit if r.hi is None else r.hi) - r.lo)
+
+
+def last_record(walk) -> int | None:
+    """The offset of the last record a walk saw (what the last batch's last offset is)."""
+    for e in reversed(walk.ends):
+        if e.last_valid is not None:
+            return e.last_valid
+    return None
+
+
+def recover_sink(dup, spec) -> Sinks:
+    """recover's pass 1: DUP_INFO counts, and pass 2's dispatch into the speculation's builders
+    (rmqctl.repair.speculation) when it runs."""
+    parts = [Dup(dup)]
+    if spec is not None:
+        idx_from = spec.idx["from"] if spec.idx is not None else None
+        parts.append(Dispatch(spec.store, spec.states, spec.rebuilder, idx_from, spec.dir))
+    return Sinks(parts)
+
+
+def dispatch_pass2(store, files, segments, scan_start, states, idx, ctx, cfg, jobs: int):
+    """batch_dispatch.dispatch_pass2 without fillers (--on-corruption stop), each segment's walk split over
+    `jobs` processes: the same builders, fed the same units in the same order."""
+    from rmqctl.errors import ProblemsFound
+    from rmqctl.repair.rebuild_index import IndexRebuilder
+    from rmqctl.scan import BLANK_RECORD, END
+    from rmqctl.store.commitlog import Walk
+
+    rebuilder = None
+    if idx is not None:
+        (ctx.staging / "index").mkdir(parents=True, exist_ok=True)
+        rebuilder = IndexRebuilder(ctx.staging / "index", cfg.hash_slot_num, cfg.index_num, idx["names"],
+                                   prev=idx["prev"], prev_name=idx["prev_name"], skip_keys_at=idx["skip"])
+    sink = Dispatch(store, states, rebuilder, idx["from"] if idx is not None else None, ctx.staging)
+    try:
+        for a, b in segments:
+            w = Walk()
+            walk(store, files, a, b, jobs=jobs, sink=sink, walk=w, check_crc=False)
+            stop = w.ends[-1].stop if w.ends else None
+            # records before the broker's start file are trusted, as in the sequential pass 2
+            if a < scan_start and stop is not None and stop.offset < min(b, scan_start) \
+                    and stop.kind not in (END, BLANK_RECORD):
+                raise ProblemsFound(f"corrupt record before the broker's recovery start file ({stop.kind}: "
+                                    f"{stop.detail}); run `rmqctl recover --from-start`", offset=stop.offset)
+        built = rebuilder.finish() if rebuilder else []
+    except BaseException:
+        if rebuilder:
+            rebuilder.abort()
+        raise
+    return states, built
