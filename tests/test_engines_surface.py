@@ -89,7 +89,7 @@ def argv_for(path, cmd, name: str, store: Path, tmp: Path, export_dir: Path, cho
                 args.append(values[p.name])
             elif p.required:
                 raise AssertionError(f"no value for argument {p.name} of {' '.join(path)}")
-        elif isinstance(p, click.Option) and p.required:
+        elif isinstance(p, click.Option) and (p.required or p.name == "out"):    # export: --out unless --schema
             opt = p.opts[0]
             v = {"--out": str(tmp / "out"), "--to": "127.0.0.1:1", "--level": "1", "--offset": "0",
                  "--group": "GroupA", "--topic": topic, "--queue": "0", "--from": "GroupA",
@@ -258,6 +258,7 @@ def test_export_engine_local_on_a_file_store_is_the_reference_rows(tmp_path):
     """`export --engine local` (no Spark) writes the rows of the reference walk (dataset.local_messages over
     CommitLog.records) on a file store too; the Spark-only layouts are usage errors with it."""
     import base64
+    import datetime as dt
 
     from rmqctl.spark.dataset import MESSAGE_COLUMNS, local_messages
 
@@ -269,6 +270,13 @@ def test_export_engine_local_on_a_file_store_is_the_reference_rows(tmp_path):
     want = [dict(zip(names, r)) for r in local_messages(store, name="basic-multifile-v5", body=True)]
     for w in want:
         w["body"] = base64.b64encode(w["body"]).decode()
+    for r in rows:          # the schema's timestamp columns are the ms columns, as UTC times
+        for ts, ms in (("born_time", "born_timestamp"), ("store_time", "store_timestamp")):
+            t = dt.datetime.fromtimestamp(r[ms] / 1000, dt.timezone.utc)
+            assert r.pop(ts) == t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{r[ms] % 1000:03d}Z"
     assert rows == want and len(rows) > 100
     code, _, err = _invoke("export", "--engine", "local", "--partition-by", "topic", "--out", tmp_path / "y", store)
+    assert code == 0 and (tmp_path / "y" / "topic=TopicA").is_dir(), err      # Parquet: the Spark layout
+    code, _, err = _invoke("export", "--engine", "local", "--format", "jsonl", "--partition-by", "topic", "--out",
+                           tmp_path / "z", store)
     assert code == 2 and "--engine spark" in err

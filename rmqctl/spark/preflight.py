@@ -25,8 +25,11 @@ REGISTER_TIMEOUT_S = 20.0
 
 
 def check_stores(refs) -> None:
-    """Local STORE arguments: a directory with commitlog/ (a fresh store's empty commitlog/ is fine)."""
+    """Local STORE arguments: a directory with commitlog/ (a fresh store's empty commitlog/ is fine) or a DLedger
+    commitlog (dledger-<id>/data)."""
     from pathlib import Path
+
+    from rmqctl.store.dledger import find as find_dledger
 
     for r in refs:
         if r.local is None:
@@ -36,7 +39,7 @@ def check_stores(refs) -> None:
             raise UsageError("no such store directory", path=root)
         if not root.is_dir():
             raise UsageError("not a directory (give the store root, e.g. .../store)", path=root)
-        if not (root / "commitlog").is_dir():
+        if not (root / "commitlog").is_dir() and find_dledger(root) is None:
             if not any((root / n).exists() for n in ("consumequeue", "checkpoint", "config", "index")):
                 raise UsageError("not a store directory (no commitlog/, consumequeue/, checkpoint, config/ or "
                                  "index/ here)", path=root)
