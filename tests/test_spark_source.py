@@ -156,7 +156,8 @@ def test_export_layout_incremental_since_and_schema(cli, spark, tmp_path):
     code, out, err = cli("export", str(tmp_path), "--out", str(tmp_path / "x"), "--conf", "nokey")
     assert code == 2 and err.count("\n") == 1 and "KEY=VALUE" in err
     (tmp_path / "junk.state").write_text('{"x": 1}')
-    code, out, err = cli("export", str(tmp_path), "--out", str(tmp_path / "x"), "--from-offsets",
+    real = str(next(p for p in FIXTURES if p.name == "basic-multifile-v5") / "store")
+    code, out, err = cli("export", real, "--out", str(tmp_path / "x"), "--from-offsets",
                          str(tmp_path / "junk.state"))
     assert code == 2 and err.count("\n") == 1 and "not an export state file" in err
 
