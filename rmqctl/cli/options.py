@@ -87,19 +87,8 @@ def build_store_config(broker_config, index_slots, index_items):
     return cfg.with_values(values)
 
 
-STORE_MARKERS = ("commitlog", "consumequeue", "checkpoint", "config", "index")
-
-
 def require_store(path) -> Path:
-    """PATH must be a store root (what verify checks): a usage error (exit 2) otherwise."""
-    from rmqctl.errors import UsageError
+    """PATH must be a store root: rmqctl.store.layout.require_store (imported when used: --help stays light)."""
+    from rmqctl.store.layout import require_store as check
 
-    p = Path(path)
-    if not p.exists():
-        raise UsageError("no such store directory", path=p)
-    if not p.is_dir():
-        raise UsageError("not a directory (give the store root, e.g. .../store)", path=p)
-    if not any((p / n).exists() for n in STORE_MARKERS):
-        raise UsageError("not a store directory (no commitlog/, consumequeue/, checkpoint, config/ or index/ here)",
-                         path=p)
-    return p
+    return check(path)

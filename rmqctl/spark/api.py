@@ -84,7 +84,7 @@ def open_dataset(spark, paths, *, broker_config=None, io="auto", split_size=None
     if not paths:
         raise UsageError("give at least one store path")
     refs = parse_store_args([str(p) for p in paths])
-    from rmqctl.cli.options import require_store
+    from rmqctl.store.layout import require_store
 
     for r in refs:
         if r.local is not None:

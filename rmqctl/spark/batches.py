@@ -447,19 +447,3 @@ def split_arrow(split: Split, opts: dict, cfg: dict, columns, flt=None, fd: int 
     finally:
         if own:
             os.close(fd)
-
-
-def memory_fd(data) -> int:
-    """An fd over bytes already in memory (binaryfiles mode), for the pread-based kernel."""
-    fd = os.memfd_create("rmqctl-commitlog") if hasattr(os, "memfd_create") else None
-    if fd is None:
-        import tempfile
-
-        f = tempfile.TemporaryFile()
-        fd = os.dup(f.fileno())
-        f.close()
-    mv = memoryview(data)
-    done = 0
-    while done < len(mv):
-        done += os.write(fd, mv[done:done + (1 << 30)])
-    return fd

@@ -47,7 +47,6 @@ holds an address into consumequeue_ext instead, and this code is in the ext unit
 """
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 
@@ -167,21 +166,14 @@ def _status_param():
 
 def _task(splits, acc, opts, kind, stores_cfg, flt):
     """Executor body: walk each split with the kernel, yield row tuples, report the SplitStatus."""
-    for item in splits:
-        if isinstance(item, tuple):          # binaryfiles: (uri, bytes) -> its split
-            split = opts["by_uri"].get(_norm(item[0]))
-            if split is None:
-                continue
-            data = item[1]
-        else:
-            split, data = item, None
+    for split in splits:
         cfg = stores_cfg[split.store]
         if split.mode == "ranged":               # a remote file: its byte range staged locally
             from rmqctl.spark.remote import ranged
 
             gen = ranged(split, opts, lambda s: walk_split(s, opts))
         else:
-            gen = walk_split(split, opts, data)
+            gen = walk_split(split, opts)
         status, rows = None, 0
         try:
             if kind == "messages":
@@ -223,9 +215,9 @@ def message_columns(names=None, body: bool = False) -> list:
     return [(n, types[n]) for n in names]
 
 
-def _arrow_task(by_id, order, by_uri, acc, opts, cfg, columns, flt, reducer=None):
-    """The mapInArrow function: each input row names a split (pread: its id; binaryfiles: a file's
-    path and bytes); the split is walked by the batch kernel and its messages yielded as RecordBatches
+def _arrow_task(by_id, order, acc, opts, cfg, columns, flt, reducer=None):
+    """The mapInArrow function: each input row names a split (its id); the split is walked by the batch
+    kernel and its messages yielded as RecordBatches
     -- or, with `reducer` (split -> an object with add(batch) and partials(store)), fed to it and
     its partials yielded once the split is done. The SplitStatus goes to the accumulator for the
     driver's resolve()."""
@@ -233,20 +225,11 @@ def _arrow_task(by_id, order, by_uri, acc, opts, cfg, columns, flt, reducer=None
     def fn(batches):
         import os as _os
 
-        from rmqctl.spark.batches import memory_fd, split_arrow
+        from rmqctl.spark.batches import split_arrow
 
         for rb in batches:
-            if by_id is not None:
-                items = [(by_id[order[i]], None) for i in rb.column(0).to_pylist()]
-            else:
-                paths, contents = rb.column(0).to_pylist(), rb.column(1)
-                items = []
-                for k, p in enumerate(paths):
-                    split = by_uri.get(_norm(p))
-                    if split is not None:
-                        items.append((split, contents[k]))
-            for split, content in items:
-                fd = memory_fd(content.as_buffer()) if content is not None else None
+            for split in [by_id[order[i]] for i in rb.column(0).to_pylist()]:
+                fd = None
                 red = reducer(split) if reducer is not None else None
                 try:
                     if "dledger" in cfg[split.store]:
@@ -275,14 +258,6 @@ def _arrow_task(by_id, order, by_uri, acc, opts, cfg, columns, flt, reducer=None
                 acc.add({split.id: status, ("rows", split.id): rows})
 
     return fn
-
-
-def _norm(uri: str) -> str:
-    """Hadoop prints file:/x and file:///x for the same file; compare on scheme+authority+path."""
-    from urllib.parse import urlparse
-
-    u = urlparse(uri)
-    return f"{u.scheme or 'file'}://{u.netloc}{os.path.normpath(u.path)}"
 
 
 @dataclass
@@ -390,19 +365,10 @@ class Dataset:
         sc = self.spark.sparkContext
         cfg = {i.ref.name: i.config for i in self.stores}
         opts = dict(self.opts)
-        pread = [s for s in self.plan.splits if s.mode in ("pread", "ranged")]
-        binary = [s for s in self.plan.splits if s.mode == "binaryfiles"]
-        parts = []
-        if pread:
-            parts.append(sc.parallelize(pread, len(pread)))
-        if binary:
-            opts["by_uri"] = {_norm(s.path): s for s in binary}
-            dirs = sorted({s.path.rsplit("/", 1)[0] for s in binary})
-            rdd = sc.binaryFiles(",".join(dirs), minPartitions=len(binary))
-            parts.append(rdd)
-        if not parts:                     # no commitlog file at all
+        splits = list(self.plan.splits)
+        if not splits:                    # no commitlog file at all
             return sc.emptyRDD()
-        rdd = parts[0] if len(parts) == 1 else sc.union(parts)
+        rdd = sc.parallelize(splits, len(splits))
         flt = flt if flt else None
         return rdd.mapPartitions(lambda it: _task(it, acc, opts, kind, cfg, flt))
 
@@ -425,27 +391,13 @@ class Dataset:
         cfg = {i.ref.name: i.config for i in self.stores}
         opts = dict(self.opts)
         flt = flt if flt else None
-        pread = [s for s in self.plan.splits if s.mode in ("pread", "ranged")]
-        binary = [s for s in self.plan.splits if s.mode == "binaryfiles"]
-        frames = []
-        if pread:
-            by_id = {s.id: s for s in pread}
-            ids = self.spark.range(0, len(pread), 1, numPartitions=len(pread))
-            order = [s.id for s in pread]
-            frames.append(ids.mapInArrow(_arrow_task(by_id, order, None, acc, opts, cfg, cols, flt, reducer), schema))
-        if binary:
-            by_uri = {_norm(s.path): s for s in binary}
-            dirs = sorted({s.path.rsplit("/", 1)[0] for s in binary})
-            files = (self.spark.read.format("binaryFile").option("pathGlobFilter", "[0-9]*").load(dirs)
-                     .select("path", "content"))
-            frames.append(files.mapInArrow(_arrow_task(None, None, by_uri, acc, opts, cfg, cols, flt, reducer),
-                                           schema))
-        if not frames:                     # no commitlog file at all
+        splits = list(self.plan.splits)
+        if not splits:                     # no commitlog file at all
             return self.spark.createDataFrame([], schema)
-        df = frames[0]
-        for f in frames[1:]:
-            df = df.union(f)
-        return df
+        by_id = {s.id: s for s in splits}
+        ids = self.spark.range(0, len(splits), 1, numPartitions=len(splits))
+        task = _arrow_task(by_id, [s.id for s in splits], acc, opts, cfg, cols, flt, reducer)
+        return ids.mapInArrow(task, schema)
 
     def dispatch(self):
         return self.spark.createDataFrame(self._rdd("dispatch", None, self._accumulator()), ddl(DISPATCH_COLUMNS),
@@ -574,13 +526,7 @@ def local_batches(store_path, *, name="store", config=None, flt: Filter | None =
     for i, f in enumerate(store.commitlog.files):
         split = Split(i, name, str(f.path), f.start, f.size, 0, f.size, True, "pread", i)
         info["files"] += 1
-        gen = split_arrow(split, opts, cfg, cols, flt)
-        while True:
-            try:
-                yield next(gen)
-            except StopIteration as e:
-                status = e.value[0]
-                break
+        status = (yield from split_arrow(split, opts, cfg, cols, flt))[0]
         if progress is not None:
             progress(f.size)
         if status.kind != BLANK_RECORD:

@@ -123,8 +123,14 @@ def data_extent(fd: int, size: int, page: int = 4096) -> int:
     """A cheap estimate of where written data ends in a pre-allocated file (binary search on all-zero
     pages). Only used to balance ranges: the last range always runs to the file end, so an estimate
     that is wrong costs time, never records."""
+    return zero_tail_start(lambda p: os.pread(fd, page, p), size, page)
+
+
+def zero_tail_start(read_page, size: int, page: int = 4096) -> int:
+    """Where the all-zero pages at the end of a file begin (binary search; read_page(pos) gives the page at
+    pos): data_extent over any reader, local or remote (~log2(size/4 KiB) reads)."""
     def zero_page(p):
-        d = os.pread(fd, page, p)
+        d = read_page(p)
         return d.count(0) == len(d)
 
     if size <= page or not zero_page(size - page):

@@ -232,20 +232,9 @@ def list_commitlog(uri: str, opts: dict | None = None) -> list[tuple[str, int, i
 
 def data_extent(reader, size: int, page: int = 4096) -> int:
     """plan.data_extent over a reader (a binary search on all-zero pages: ~log2(size/4 KiB) reads)."""
-    def zero_page(p):
-        d = reader.pread(p, page)
-        return d.count(0) == len(d)
+    from rmqctl.spark.plan import zero_tail_start
 
-    if size <= page or not zero_page(size - page):
-        return size
-    lo, hi = 0, (size - 1) // page
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if zero_page(mid * page):
-            hi = mid
-        else:
-            lo = mid + 1
-    return min(size, hi * page)
+    return zero_tail_start(lambda p: reader.pread(p, page), size, page)
 
 
 def extent(opts: dict | None):

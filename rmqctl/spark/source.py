@@ -97,7 +97,7 @@ def plan_stores(paths, *, split_size=None, parallelism=None, config=None):
         if ref.local is None:
             raise UsageError(f"{ref.uri}: the rocketmq data source reads local paths; use "
                              "rmqctl.spark.read_commitlog() for Hadoop URIs")
-        from rmqctl.cli.options import require_store
+        from rmqctl.store.layout import require_store
 
         require_store(ref.local)      # a store with no commitlog/ yet (no message ever) gives no rows
         store = Store.open(ref.local, config or StoreConfig(), rocksdb=True)
@@ -154,13 +154,7 @@ def task_batches(split, opts, cfg, cols, flt, strict: bool, last: bool):
     """Executor side: one split's RecordBatches (then the end check on direct loads)."""
     from rmqctl.spark.batches import split_arrow
 
-    gen = split_arrow(split, opts, cfg, cols, flt)
-    while True:
-        try:
-            yield next(gen)
-        except StopIteration as e:
-            status = e.value[0]
-            break
+    status = (yield from split_arrow(split, opts, cfg, cols, flt))[0]
     if strict:
         check_end(split, status, last)
 

@@ -242,3 +242,20 @@ def _dledger_reading() -> bool:
     from rmqctl.store.dledger import READING
 
     return READING.get()
+
+
+# What makes a directory a store root (verify's check; the CLI and the Spark readers use it too).
+STORE_MARKERS = ("commitlog", "consumequeue", "checkpoint", "config", "index")
+
+
+def require_store(path) -> Path:
+    """PATH must be a store root (what verify checks): a usage error (exit 2) otherwise."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError("no such store directory", path=p)
+    if not p.is_dir():
+        raise UsageError("not a directory (give the store root, e.g. .../store)", path=p)
+    if not any((p / n).exists() for n in STORE_MARKERS):
+        raise UsageError("not a store directory (no commitlog/, consumequeue/, checkpoint, config/ or index/ here)",
+                         path=p)
+    return p
