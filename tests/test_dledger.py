@@ -155,7 +155,7 @@ def test_export_local_is_the_broker_s_read_of_every_message(tmp_path, cli, name)
     want = [{k: m[k] for k in _FIELDS} | {"body_b64": m["body_b64"]} for m in _broker_rows(name)]
     assert [_as_broker(r) for r in rows] == want and len(want) > 20
     assert all(r["body_crc_ok"] for r in rows)
-    code, _, err = cli("export", "--engine", "local", "--out", tmp_path / "p", store)
+    code, _, err = cli("export", "--engine", "local", "--partition-by", "none", "--out", tmp_path / "p", store)
     assert code == 0, err
     t = pq.read_table(tmp_path / "p" / "part-00000.parquet").to_pylist()
     for r in t:

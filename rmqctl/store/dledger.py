@@ -155,63 +155,92 @@ class DLedgerLog:
 
     def walk(self, stop_box: list, *, bodies: bool = False, start_file: int = 0):
         """Yield (Entry, body bytes or None) in DLedger's recovery order; stop_box gets the EntryStop."""
-        last_index = last_term = -1
-        process = self.data[start_file].start if self.data else 0
+        last = [-1, -1, self.data[start_file].start if self.data else 0]
         for f in self.data[start_file:]:
             with open(f.path, "rb") as fh:
-                buf = fh.read()
-            pos = 0
-            process = f.start
-            while True:
-                absolute = f.start + pos
+                yield from self._walk_file(f, fh, stop_box, bodies, last)
+            if stop_box:
+                return
+        stop_box.append(EntryStop("files", last[2]))
 
-                def stop(kind, detail="", _at=(absolute, str(f.path), pos)):
-                    stop_box.append(EntryStop(kind, _at[0], detail, _at[1], _at[2]))
+    def _walk_file(self, f, fh, stop_box, bodies, last):
+        """One data file's entries, read through a bounded window (memory does not grow with the file size);
+        last = [last index, last term, process offset] carried from file to file."""
+        win = _Window(fh)
+        size = win.size
+        last_index, last_term = last[0], last[1]
+        pos = 0
+        last[2] = f.start
+        while True:
+            absolute = f.start + pos
 
-                if pos + 4 > len(buf):
-                    stop("truncated", "no room for an entry header")
-                    return
-                magic = struct.unpack_from(">i", buf, pos)[0]
-                if magic == fmt.BLANK_MAGIC:
-                    process = f.start + f.size
-                    break
-                if pos + fmt.BODY_OFFSET > len(buf):
-                    if pos + 8 <= len(buf) and struct.unpack_from(">i", buf, pos + 4)[0] == 0:
-                        stop("end")
-                    else:
-                        stop("truncated", "entry header past the end of the file")
-                    return
-                (magic, size, index, term, epos, channel, chain, bcrc, blen) = _HDR.unpack_from(buf, pos)
-                if size == 0:
+            def stop(kind, detail="", _at=(absolute, str(f.path), pos)):
+                stop_box.append(EntryStop(kind, _at[0], detail, _at[1], _at[2]))
+
+            if pos + 4 > size:
+                stop("truncated", "no room for an entry header")
+                return
+            buf, o = win.view(pos, fmt.BODY_OFFSET)
+            magic = struct.unpack_from(">i", buf, o)[0]
+            if magic == fmt.BLANK_MAGIC:
+                last[2] = f.start + f.size
+                return
+            if pos + fmt.BODY_OFFSET > size:
+                if pos + 8 <= size and struct.unpack_from(">i", buf, o + 4)[0] == 0:
                     stop("end")
-                    return
-                if epos != absolute:
-                    stop("bad position", f"pos {epos} != {absolute}")
-                    return
-                if blen + fmt.BODY_OFFSET != size:
-                    stop("bad size", f"size {size} != body length {blen} + 48")
-                    return
-                if size < 0 or pos + size > len(buf):
-                    stop("truncated", f"size {size} past the end of the file")
-                    return
-                if magic != fmt.MAGIC:
-                    stop("bad magic", f"magic {magic}")
-                    return
-                if last_index != -1 and index != last_index + 1:
-                    stop("index not +1", f"index {index} after {last_index}")
-                    return
-                if term < last_term:
-                    stop("term decreases", f"term {term} after {last_term}")
-                    return
-                if size <= fmt.HEADER_SIZE:
-                    stop("bad size", f"size {size} <= 44")
-                    return
-                e = Entry(index, term, absolute, size, magic, channel, chain, bcrc, blen, f.path)
-                yield e, (buf[pos + fmt.BODY_OFFSET:pos + size] if bodies else None)
-                last_index, last_term = index, term
-                pos += size
-                process = f.start + pos
-        stop_box.append(EntryStop("files", process))
+                else:
+                    stop("truncated", "entry header past the end of the file")
+                return
+            (magic, esize, index, term, epos, channel, chain, bcrc, blen) = _HDR.unpack_from(buf, o)
+            if esize == 0:
+                stop("end")
+                return
+            if epos != absolute:
+                stop("bad position", f"pos {epos} != {absolute}")
+                return
+            if blen + fmt.BODY_OFFSET != esize:
+                stop("bad size", f"size {esize} != body length {blen} + 48")
+                return
+            if esize < 0 or pos + esize > size:
+                stop("truncated", f"size {esize} past the end of the file")
+                return
+            if magic != fmt.MAGIC:
+                stop("bad magic", f"magic {magic}")
+                return
+            if last_index != -1 and index != last_index + 1:
+                stop("index not +1", f"index {index} after {last_index}")
+                return
+            if term < last_term:
+                stop("term decreases", f"term {term} after {last_term}")
+                return
+            if esize <= fmt.HEADER_SIZE:
+                stop("bad size", f"size {esize} <= 44")
+                return
+            e = Entry(index, term, absolute, esize, magic, channel, chain, bcrc, blen, f.path)
+            body = None
+            if bodies:
+                buf, o = win.view(pos, esize)
+                body = buf[o + fmt.BODY_OFFSET:o + esize]
+            yield e, body
+            last_index, last_term = last[0], last[1] = index, term
+            pos += esize
+            last[2] = f.start + pos
+
+
+class _Window:
+    """Bounded reads of one data file: view(pos, n) gives (bytes, offset of pos in them) holding [pos, pos+n)
+    (less at the end of the file), refilled WINDOW bytes at a time."""
+    WINDOW = 8 << 20
+
+    def __init__(self, fh):
+        self.fh, self.size = fh, os.fstat(fh.fileno()).st_size
+        self.base, self.buf = 0, b""
+
+    def view(self, pos: int, n: int):
+        if pos < self.base or pos + n > self.base + len(self.buf):
+            self.fh.seek(pos)
+            self.buf, self.base = self.fh.read(max(n, self.WINDOW)), pos
+        return self.buf, pos - self.base
 
 
 @dataclass
@@ -272,11 +301,14 @@ def _first_index(f: DFile) -> int:
 
 
 def _nonzero_tail(f: DFile, rel: int) -> int:
-    """Bytes from rel to the last non-zero byte of the file (what a cut there drops)."""
-    with open(f.path, "rb") as fh:
-        fh.seek(rel)
-        rest = fh.read()
-    return len(rest.rstrip(b"\0"))
+    """Bytes from rel to the last non-zero byte of the file (what a cut there drops), read in bounded chunks."""
+    from rmqctl.scan import last_nonzero
+
+    fd = os.open(f.path, os.O_RDONLY)
+    try:
+        return last_nonzero(fd, rel, os.fstat(fd).st_size) - rel
+    finally:
+        os.close(fd)
 
 
 def message_walk(log: DLedgerLog, stop_box: list, *, check_crc: bool = True):
