@@ -12,6 +12,7 @@ accepts the connection but never registers the application.
 """
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -124,6 +125,10 @@ def start_session(master: str | None, *, verbose: int = 0, register_timeout: flo
             up = up or time.monotonic()
             if time.monotonic() - up > register_timeout:
                 fired.set()
+                # py4j reports the dropped connection through the root logger (pyspark 3.5: a traceback on
+                # stderr); the one line below says what happened instead
+                logging.getLogger().addHandler(logging.NullHandler())
+                logging.getLogger("py4j").setLevel(logging.CRITICAL)
                 proc = getattr(gw, "proc", None)
                 if proc is not None and proc.poll() is None:
                     proc.kill()
