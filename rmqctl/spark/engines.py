@@ -15,6 +15,9 @@ def verify_store(spark, store, **kw):
     """rmqctl.check.run.verify_store with each commitlog file scanned by a Spark task (the verify
     engine's own scan_file, shipped with its ScanContext)."""
     from rmqctl.check import run
+    from rmqctl.spark.ship import absolute_store
+
+    store = absolute_store(store)     # executors do not run in the driver's folder
 
     def scan_map(args):
         if not args:
