@@ -98,30 +98,31 @@ def real_world_glob(pattern: str) -> list[Path]:
     return out
 
 
-@pytest.fixture
-def cli():
+def invoke_cli(*args):
     """Run the click app in-process; returns (exit_code, stdout, stderr)."""
     from click.testing import CliRunner
 
+    from rmqctl import terminal
     from rmqctl.cli import run
 
-    def invoke(*args):
-        try:  # click 8.1 mixes stderr into stdout unless told not to; 8.2+ always separates them
-            runner = CliRunner(mix_stderr=False)
-        except TypeError:
-            runner = CliRunner()
-        from rmqctl import terminal
+    try:  # click 8.1 mixes stderr into stdout unless told not to; 8.2+ always separates them
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:
+        runner = CliRunner()
+    with runner.isolation() as streams:
+        # rich consoles are made once per process on the stdout/stderr of their first use: one per run here
+        terminal.out.cache_clear()
+        terminal.err.cache_clear()
+        code = run(list(map(str, args)))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return int(code), streams[0].getvalue().decode(), streams[1].getvalue().decode()
 
-        with runner.isolation() as streams:
-            # rich consoles are made once per process on the stdout/stderr of their first use: one per run here
-            terminal.out.cache_clear()
-            terminal.err.cache_clear()
-            code = run(list(map(str, args)))
-            sys.stdout.flush()
-            sys.stderr.flush()
-            return int(code), streams[0].getvalue().decode(), streams[1].getvalue().decode()
 
-    return invoke
+@pytest.fixture
+def cli():
+    """Run the click app in-process (invoke_cli); returns (exit_code, stdout, stderr)."""
+    return invoke_cli
 
 
 def run_cli(*args, input=None, timeout=120, env=None) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, invoke_cli
 
 STORES = {
     "dledger-v5": FIXTURES / "stores" / "dledger-v5" / "store",
@@ -181,29 +181,9 @@ def _run_all(cli, tmp_path):
     return results
 
 
-def _invoke(*args):
-    """In process, like conftest's cli fixture (which is function-scoped): (exit code, stdout, stderr)."""
-    from click.testing import CliRunner
-
-    from rmqctl import terminal
-    from rmqctl.cli import run
-
-    try:
-        runner = CliRunner(mix_stderr=False)
-    except TypeError:
-        runner = CliRunner()
-    with runner.isolation() as streams:
-        terminal.out.cache_clear()
-        terminal.err.cache_clear()
-        code = run(list(map(str, args)))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return int(code), streams[0].getvalue().decode(), streams[1].getvalue().decode()
-
-
 @pytest.fixture(scope="module")
 def surface(tmp_path_factory):
-    return _run_all(_invoke, tmp_path_factory.mktemp("surface"))
+    return _run_all(invoke_cli, tmp_path_factory.mktemp("surface"))
 
 
 def test_every_command_works_or_refuses_in_one_line(surface):
@@ -263,7 +243,7 @@ def test_export_engine_local_on_a_file_store_is_the_reference_rows(tmp_path):
     from rmqctl.spark.dataset import MESSAGE_COLUMNS, local_messages
 
     store = FIXTURES / "stores" / "basic-multifile-v5" / "store"
-    code, _, err = _invoke("export", "--engine", "local", "--format", "jsonl", "--out", tmp_path / "x", store)
+    code, _, err = invoke_cli("export", "--engine", "local", "--format", "jsonl", "--out", tmp_path / "x", store)
     assert code == 0, err
     rows = [json.loads(x) for x in (tmp_path / "x" / "part-00000.json").read_text().splitlines()]
     names = [n for n, _ in MESSAGE_COLUMNS] + ["body", "body_note"]
@@ -275,8 +255,8 @@ def test_export_engine_local_on_a_file_store_is_the_reference_rows(tmp_path):
             t = dt.datetime.fromtimestamp(r[ms] / 1000, dt.timezone.utc)
             assert r.pop(ts) == t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{r[ms] % 1000:03d}Z"
     assert rows == want and len(rows) > 100
-    code, _, err = _invoke("export", "--engine", "local", "--partition-by", "topic", "--out", tmp_path / "y", store)
+    code, _, err = invoke_cli("export", "--engine", "local", "--partition-by", "topic", "--out", tmp_path / "y", store)
     assert code == 0 and (tmp_path / "y" / "topic=TopicA").is_dir(), err      # Parquet: the Spark layout
-    code, _, err = _invoke("export", "--engine", "local", "--format", "jsonl", "--partition-by", "topic", "--out",
+    code, _, err = invoke_cli("export", "--engine", "local", "--format", "jsonl", "--partition-by", "topic", "--out",
                            tmp_path / "z", store)
     assert code == 2 and "--engine spark" in err
