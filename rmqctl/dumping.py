@@ -86,20 +86,27 @@ def commitlog_file(path: Path, *, file_start: int | None = None, skip: int = 0, 
                               path=path, offset=0)
         start = 0 if from_offset is None else max(0, from_offset - file_start)
         w = FileWalk(fd, file_start, size, start, check_crc=check_crc, check_phys=True, path=str(path))
-        seen = shown = 0
-        for r in w:
-            if topic is not None and r.topic != topic:
-                continue
-            if queue is not None and r.queue_id != queue:
-                continue
-            seen += 1
-            if seen <= skip:
-                continue
-            if count is not None and shown >= count:
-                return
-            shown += 1
-            yield "message", r
+        if (yield from _messages(w, topic, queue, skip, count, [0, 0])):
+            return
         yield "trailer", commitlog_trailer(fd, path, file_start, size, w.stop)
+
+
+def _messages(records, topic, queue, skip: int, count, counts: list):
+    """("message", Record) for the records a dump shows: --topic/--queue, then skip/count; counts = [seen,
+    shown] carries on across calls. Returns True once `count` records were shown (nothing more to print)."""
+    for r in records:
+        if topic is not None and r.topic != topic:
+            continue
+        if queue is not None and r.queue_id != queue:
+            continue
+        counts[0] += 1
+        if counts[0] <= skip:
+            continue
+        if count is not None and counts[1] >= count:
+            return True
+        counts[1] += 1
+        yield "message", r
+    return False
 
 
 JSON_RECORD_HEAD = 4 << 20
@@ -124,32 +131,27 @@ def commitlog_json(path: Path, *, body: str = "base64", raw_body: bool = False, 
             raise FormatError("empty file (0 bytes): a commitlog file is pre-allocated to its full size",
                               path=path, offset=0)
         start = 0 if from_offset is None else max(0, from_offset - file_start)
-        at, seen, shown = start, 0, 0
+        at, counts = [start], [0, 0]
         if record_head > 0:
             w = FileWalk(fd, file_start, size, start, check_crc=check_crc, check_phys=True, path=str(path))
-            for r in w:
-                if r.offset - file_start - start >= record_head:
-                    at = r.offset - file_start
-                    break
-                if topic is not None and r.topic != topic:
-                    continue
-                if queue is not None and r.queue_id != queue:
-                    continue
-                seen += 1
-                if seen <= skip:
-                    continue
-                if count is not None and shown >= count:
-                    return
-                shown += 1
-                yield "message", r
-            else:
+
+            def head():     # the records starting in the first record_head bytes; `at` gets where the rest begin
+                for r in w:
+                    if r.offset - file_start - start >= record_head:
+                        at.append(r.offset - file_start)
+                        return
+                    yield r
+
+            if (yield from _messages(head(), topic, queue, skip, count, counts)):
+                return
+            if len(at) == 1:        # the walk ended inside the head
                 yield "trailer", commitlog_trailer(fd, path, file_start, size, w.stop)
                 return
         from rmqctl.dump_json_batch import lines
 
-        stop = yield from lines(fd, path, file_start, size, at, seen=seen, shown=shown, skip=skip, count=count,
-                                topic=topic, queue=queue, body=body, raw_body=raw_body, check_crc=check_crc,
-                                window=window, stats=stats)
+        stop = yield from lines(fd, path, file_start, size, at[-1], seen=counts[0], shown=counts[1], skip=skip,
+                                count=count, topic=topic, queue=queue, body=body, raw_body=raw_body,
+                                check_crc=check_crc, window=window, stats=stats)
         if stop is not None:
             yield "trailer", commitlog_trailer(fd, path, file_start, size, stop)
 
