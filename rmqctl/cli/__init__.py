@@ -90,6 +90,10 @@ def main(argv=None) -> None:
     """Console entry point: maps every outcome to the documented exit codes."""
     from rmqctl.terminal import SafeStdout, StdoutClosed, stdout_to_devnull
 
+    # One BLAS thread per process, set before numpy loads: rmqctl's few matrix-vector products are small, and
+    # `-j N` forks N workers, each of which would otherwise start a thread per core and contend for them.
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
     real = sys.stdout
     sys.stdout = SafeStdout(real)
     code = run(argv)
