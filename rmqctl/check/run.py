@@ -35,6 +35,7 @@ def _scan_job(args):
 
 
 RANGE_BYTES = 128 * 1024 * 1024   # pieces small enough to balance 2+ workers over a few 1 GiB files
+MIN_RANGE_BYTES = 16 * 1024 * 1024
 
 
 def _range_job(args):
@@ -50,10 +51,16 @@ def _scan_parallel(args: list, jobs: int, progress) -> list:
     import numpy  # noqa: F401  -- imported once here, inherited by the forked workers
     import rmqctl.scanvec  # noqa: F401
 
+    from rmqctl.kernels import before_fork
+
+    total = sum(min(size, ctx.file_size) for ctx, _p, _s, size in args)
+    before_fork(total)
+    # about four ranges per worker, so that the last ones to finish are short; never under MIN_RANGE_BYTES
+    piece = min(RANGE_BYTES, max(MIN_RANGE_BYTES, total // (4 * jobs)))
     tasks, owner = [], []
     for k, (ctx, path, start, size) in enumerate(args):
         limit = min(size, ctx.file_size)
-        pieces = max(1, -(-limit // RANGE_BYTES))
+        pieces = max(1, -(-limit // piece))
         pts = clc.split_points(size, ctx.file_size, pieces)
         for lo, hi in zip(pts, pts[1:]):
             tasks.append((ctx, path, start, size, lo, hi))

@@ -97,6 +97,16 @@ def walk_kernel():
     return k
 
 
+def before_fork(nbytes: int) -> None:
+    """A parent about to fork workers that together walk `nbytes`: under auto, when that is past AUTO_AFTER,
+    load the compiled kernel here, once, so that every forked worker inherits it and uses it from its first
+    window (each worker alone walks too little to load it, and N loads would cost N x ~0.7 CPU s)."""
+    if requested() == "auto" and nbytes >= AUTO_AFTER and _walked[0] < AUTO_AFTER:
+        _walked[0] = AUTO_AFTER
+        if walk_kernel() is not None:
+            dispatch_kernel()
+
+
 def dispatch_kernel():
     """rmqctl.kernels.dispatch_nb (compiled dispatch helpers) when the numba kernel is in use, else None."""
     if walk_kernel() is None:
