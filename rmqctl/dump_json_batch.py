@@ -380,6 +380,98 @@ class Renderer:
         return b"".join(parts)
 
 
+class CompiledRenderer(Renderer):
+    """Renderer whose windows are written by the numba kernel (rmqctl.kernels.dumpjson_nb) into one reused
+    buffer: every line in compiled code, but those the kernel leaves to message_json (its module doc).
+    Bodies as text go to the numpy renderer (their escaping stays with json)."""
+
+    def __init__(self, *a, kernel, **kw):
+        super().__init__(*a, **kw)
+        from rmqctl.kernels import dumpjson_nb as k
+
+        self.k = k
+        tail = self.c_parts
+        pieces = [f'{{"schema":"{self.schema}","kind":"message","physical_offset":', ',"size":', ',"magic":"V',
+                  '","topic":"', '","queue_id":', ',"queue_offset":', ',"sys_flag":', ',"transaction_type":"',
+                  '","flag":', ',"body_crc":',
+                  ',"body_crc_ok":' + ("true" if self.check_crc else "null") + ',"born_timestamp":',
+                  ',"born_host":"', '","store_timestamp":', ',"store_host":"', '","reconsume_times":',
+                  ',"prepared_transaction_offset":', ',"msg_id":"', '","body_length":', ',"properties":',
+                  tail[-1], tail[1], self.d_part, *(TRANSACTION_TYPE_NAMES[t] for t in (0, 4, 8, 12))]
+        enc = [x.encode() if isinstance(x, str) else x for x in pieces]
+        self.lits = np.frombuffer(b"".join(enc), np.uint8)
+        self.lo = np.cumsum([0] + [len(x) for x in enc]).astype(np.int64)
+        self.mode = {"none": k.BODY_NONE, "base64": k.BODY_BASE64, "hex": k.BODY_HEX}.get(self.body)
+        self.out = np.empty(0, np.uint8)
+        self.names = np.empty(2 * k._MAX_NAMES, np.int64)
+        self.outlen = np.zeros(1, np.uint64)
+
+    def render(self, bt, idx: np.ndarray | None = None) -> bytes:
+        if self.mode is None:
+            return super().render(bt, idx)
+        from rmqctl.render import message_json
+
+        cols = np.stack((bt.rel, bt.total_size, bt.magic_code, bt.body_crc, bt.queue_id, bt.flag, bt.queue_offset,
+                         bt.physical_offset, bt.sys_flag, bt.born_timestamp, bt.store_timestamp, bt.reconsume_times,
+                         bt.prepared_transaction_offset, bt.body_rel, bt.body_length, bt.topic_rel, bt.topic_length,
+                         bt.props_rel, bt.props_length))
+        pcrc = bt.prop_crc
+        if idx is not None:
+            cols, pcrc = np.ascontiguousarray(cols[:, idx]), pcrc[idx]
+        n = cols.shape[1]
+        if not n:
+            return b""
+        # what the lines can take at most: the key text and 14 numbers, 2 hosts and a msg_id per record;
+        # the topic; properties grow at most 3x; base64 or hex bodies at most 2x (+4)
+        cap = n * (len(self.lits) + 420) + int(cols[16].sum()) + 3 * int(cols[18].sum()) + 2 * int(cols[14].sum())
+        if len(self.out) < cap:
+            self.out = np.empty(cap + (cap >> 3), np.uint8)
+        starts = np.empty(n + 1, np.int64)
+        slow = np.empty(n, np.uint8)
+        w = self.k.render(np.frombuffer(bt.raw, np.uint8), cols, np.ascontiguousarray(pcrc, np.int8),
+                          bt.file_start + bt.win_pos, self.lits, self.lo, self.mode, self.out, starts, slow,
+                          self.names, self.outlen)
+        if not slow.any():
+            return self.out[:w].tobytes()
+        mv = memoryview(self.out)
+        parts, prev = [], 0
+        for i in np.flatnonzero(slow).tolist():
+            a = int(starts[i])
+            parts.append(mv[prev:a])
+            prev = a
+            r = self._record(bt.file_start, bt.win_pos + int(cols[0, i]), int(cols[1, i]))
+            parts.append((message_json(r, self.body, self.raw_body, schema=self.schema) + "\n").encode())
+            self.slow_records += 1
+        parts.append(mv[prev:w])
+        return b"".join(parts)
+
+
+def _compiled(size_ahead: int):
+    """The compiled renderer's kernel when it is to be used, else None (the numpy renderer): RMQCTL_KERNEL=
+    numpy never, numba always (a usage error when it cannot load), auto when at least COMPILED_AFTER bytes
+    of the file are ahead (loading numba costs about what the compiled renderer saves on that many) or
+    numba is loaded already; a numba that does not import or cannot cache its compilation: None."""
+    import sys
+
+    from rmqctl import kernels
+
+    want = kernels.requested()
+    if want == "numpy" or (want == "auto" and size_ahead < COMPILED_AFTER and "numba" not in sys.modules):
+        return None
+    if kernels.load_now() is None:
+        return None
+    try:
+        from rmqctl.kernels import dumpjson_nb
+    except Exception:   # noqa: BLE001 -- numba unusable here: the numpy renderer (same bytes)
+        if want == "numba":
+            raise
+        return None
+    return dumpjson_nb
+
+
+COMPILED_AFTER = 64 << 20
+
+
 _TX = (np.zeros((4, 8), np.uint8), np.zeros(4, np.int64))
 for _k, _name in TRANSACTION_TYPE_NAMES.items():
     _TX[0][_k >> 2, :len(_name)] = np.frombuffer(_name.encode(), np.uint8)
@@ -396,7 +488,10 @@ def lines(fd: int, path: Path, file_start: int, size: int, start: int, *, seen: 
     from rmqctl.scanvec import walk_file
 
     win = window or DUMP_WINDOW
-    rd = Renderer(fd, str(path), size, size, body=body, raw_body=raw_body, check_crc=check_crc)
+    k = _compiled(size - start)
+    kw = dict(body=body, raw_body=raw_body, check_crc=check_crc)
+    rd = Renderer(fd, str(path), size, size, **kw) if k is None else \
+        CompiledRenderer(fd, str(path), size, size, kernel=k, **kw)
     if stats is not None:
         stats["renderer"] = rd
     gen = walk_file(fd, file_start, size, start, window=win, check_crc=check_crc, check_phys=True,
