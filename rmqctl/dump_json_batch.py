@@ -441,35 +441,44 @@ class CompiledRenderer(Renderer):
             prev = a
             r = self._record(bt.file_start, bt.win_pos + int(cols[0, i]), int(cols[1, i]))
             parts.append((message_json(r, self.body, self.raw_body, schema=self.schema) + "\n").encode())
-            self.slow_records += 1
+            if slow[i] == 2:
+                self.slow_props += 1
+            else:
+                self.slow_records += 1
         parts.append(mv[prev:w])
         return b"".join(parts)
 
 
 def _compiled(size_ahead: int):
     """The compiled renderer's kernel when it is to be used, else None (the numpy renderer): RMQCTL_KERNEL=
-    numpy never, numba always (a usage error when it cannot load), auto when at least COMPILED_AFTER bytes
-    of the file are ahead (loading numba costs about what the compiled renderer saves on that many) or
-    numba is loaded already; a numba that does not import or cannot cache its compilation: None."""
+    numpy never, numba always (a usage error when it cannot load), auto once the bytes ahead in this file
+    plus those this process has rendered reach COMPILED_AFTER, or when numba is loaded already; a numba that
+    does not import or cannot cache its compilation: None, silently."""
     import sys
 
     from rmqctl import kernels
 
     want = kernels.requested()
-    if want == "numpy" or (want == "auto" and size_ahead < COMPILED_AFTER and "numba" not in sys.modules):
+    if want == "numpy" or (want == "auto" and size_ahead + _rendered[0] < COMPILED_AFTER
+                           and sys.modules.get("numba") is None):
         return None
-    if kernels.load_now() is None:
-        return None
-    try:
-        from rmqctl.kernels import dumpjson_nb
-    except Exception:   # noqa: BLE001 -- numba unusable here: the numpy renderer (same bytes)
-        if want == "numba":
-            raise
-        return None
-    return dumpjson_nb
+    k = None
+    if kernels.load_now() is not None:
+        try:
+            from rmqctl.kernels import dumpjson_nb as k
+        except Exception:   # noqa: BLE001 -- numba unusable here: the numpy renderer (same bytes)
+            k = None
+    if k is None and want == "numba":
+        from rmqctl.errors import UsageError
+
+        raise UsageError(kernels._NEEDS_NUMBA, field=kernels.ENV)
+    return k
 
 
-COMPILED_AFTER = 64 << 20
+# Measured (1 KiB messages, CPU s): loading numba and the cached kernels costs ~0.65 s per process; the numpy
+# renderer takes ~4.0 s per GiB, the compiled one (walk included) ~0.6 s: it pays back after ~190 MiB.
+COMPILED_AFTER = 256 << 20
+_rendered = [0]         # bytes of records this process has rendered with the numpy renderer
 
 
 _TX = (np.zeros((4, 8), np.uint8), np.zeros(4, np.int64))
@@ -503,6 +512,8 @@ def lines(fd: int, path: Path, file_start: int, size: int, start: int, *, seen: 
         except StopIteration as e:
             stop = e.value
             break
+        if k is None:
+            _rendered[0] += int(bt.rel[-1] + bt.total_size[-1])
         if not filtered:
             yield "lines", rd.render(bt)
             continue

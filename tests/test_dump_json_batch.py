@@ -20,6 +20,14 @@ from rmqctl.dumping import commitlog_file, commitlog_json
 from rmqctl.render import json_line, message_json
 
 
+@pytest.fixture(autouse=True, params=["numba", "numpy"])
+def kernel(request, monkeypatch):
+    """Every test runs with the compiled renderer (rmqctl.kernels.dumpjson_nb; RMQCTL_KERNEL=numba loads it
+    for any file size) and with the numpy one (RMQCTL_KERNEL=numpy, the fallback)."""
+    monkeypatch.setenv("RMQCTL_KERNEL", request.param)
+    return request.param
+
+
 def reference(path, body="base64", raw_body=False, **kw) -> bytes:
     out = []
     for tag, v in commitlog_file(path, **kw):
@@ -59,7 +67,7 @@ def test_same_bytes_on_broker_files(path):
     assert batch(path, check_crc=False) == reference(path, check_crc=False)
 
 
-def test_the_corpus_takes_every_fallback():
+def test_the_corpus_takes_every_fallback(kernel):
     """The broker-written files hold records of every per-record kind (compressed, IPv6, non-ASCII, __CRC32#):
     counted, so that the comparisons above are known to cover them."""
     for name in ("compressed-v5", "ipv6-v5", "unicode-v5"):
@@ -67,6 +75,7 @@ def test_the_corpus_takes_every_fallback():
         for p in sorted((FIXTURES / "stores" / name).rglob("commitlog/0*")):
             stats = {}
             assert batch(p, stats=stats) == reference(p)
+            assert type(stats["renderer"]).__name__ == {"numba": "CompiledRenderer", "numpy": "Renderer"}[kernel]
             slow += stats["renderer"].slow_records + stats["renderer"].slow_props
         assert slow > 0, name
 
@@ -112,7 +121,9 @@ PROPS = [b"", b"\x02", b"A\x01b\x02", b"A\x01b", b"A\x01b\x02C\x01d\x02", b"A\x0
          b"A\x01b\x01c\x02", b"\x01b\x02", b"A\x01\x02", b"A\x01b\x02\x02", b"A\x01b\x00c\x02", b"Ab\x02",
          b"A\x01\xc3\xa9\x02", b"A\x01\xff\xfe\x02", b"A\x01q\"x\\\x02", b"A\x01\x7f\x1f\x02", b"\x02\x02A\x01b",
          b"KEYS\x01k1 k2\x02UNIQ_KEY\x0101ABCDEF\x02TAGS\x01t\x02", b"MIN_OFFSET\x010\x02MAX_OFFSET\x019\x02",
-         b"LONG_NAME_ABCDEFGHIJ\x011\x02LONG_NAME_ABCDXFGHIJ\x012\x02"]
+         b"LONG_NAME_ABCDEFGHIJ\x011\x02LONG_NAME_ABCDXFGHIJ\x012\x02",
+         b"".join(b"N%d\x01v\x02" % i for i in range(70)),         # more names than the compiled check takes
+         b"".join(b"N%d\x01v\x02" % (i % 40) for i in range(41))]
 TOPICS = [b"T1", b"Topic-%d", b"t\"q", b"t\x01", "tëst".encode(), b"\xff", b"t\x00z", b"\x00"]
 
 
@@ -145,13 +156,14 @@ def test_every_properties_and_topic_form(tmp_path):
             assert batch(p, body=body, window=window) == reference(p, body=body)
 
 
-def test_long_v2_topics(tmp_path):
-    """A topic longer than the bulk step's column (255 bytes, V2 records) takes the per-record path."""
+def test_long_v2_topics(tmp_path, kernel):
+    """A topic longer than the numpy renderer's column (255 bytes, V2 records) takes the per-record path there
+    (the compiled renderer copies any topic that needs no escaping)."""
     recs = [dict(props=b"A\x01b\x02", topic=(b"L" * n) + b"%d" % i, v2=True) for i, n in enumerate([5, 300, 40, 1000])]
     p = build_file(tmp_path, recs)
     stats = {}
     assert batch(p, stats=stats) == reference(p)
-    assert stats["renderer"].slow_records == 2
+    assert stats["renderer"].slow_records == {"numpy": 2, "numba": 0}[kernel]
 
 
 def test_uniform_windows(tmp_path):
@@ -211,3 +223,31 @@ def test_without_pybase64(monkeypatch):
 
     monkeypatch.setattr(dump_json_batch, "_b64", partial(binascii.b2a_base64, newline=False))
     assert batch(FILTER_FILE) == reference(FILTER_FILE)
+
+
+def test_compiled_base64_without_pybase64(tmp_path):
+    """The compiled renderer's own base64 (RMQCTL_B64=table: what it binds when pybase64 is missing) gives the
+    same lines, on every body length modulo 3 and on a broker-written file."""
+    recs = [dict(props=b"A\x01b\x02", body=bytes(range(256))[:n] * (1 + n % 3)) for n in range(0, 256, 7)]
+    p = build_file(tmp_path, recs)
+    code = ("import sys; from rmqctl.kernels import dumpjson_nb as k; print(k.B64_IMPL); "
+            "sys.path.insert(0, sys.argv[1]); import test_dump_json_batch as t; from pathlib import Path; "
+            "print(all(t.batch(Path(f)) == t.reference(Path(f)) for f in sys.argv[2:]))")
+    env = {**os.environ, "RMQCTL_B64": "table", "RMQCTL_KERNEL": "numba"}
+    r = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), str(p), str(FILTER_FILE)],
+                       capture_output=True, text=True, env=env)
+    assert r.stdout.split() == ["table", "True"], r.stderr[-3000:]
+
+
+def test_auto_loads_the_compiler_only_for_a_long_pass():
+    """RMQCTL_KERNEL=auto: the numpy renderer for a file with less than COMPILED_AFTER bytes ahead (numba not
+    loaded), the compiled one past it; numba missing: the numpy renderer, silently."""
+    code = ("import sys; from rmqctl import dump_json_batch as d; a = d._compiled(10 << 20); "
+            "b = sys.modules.get('numba') is not None; c = d._compiled(d.COMPILED_AFTER); "
+            "print(a is None, b, c is None, sys.modules.get('numba') is not None)")
+    env = {**os.environ, "RMQCTL_KERNEL": "auto"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert (r.stdout, r.stderr) == ("True False False True\n", "")
+    r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['numba'] = None; " + code],
+                       capture_output=True, text=True, env=env)
+    assert (r.stdout, r.stderr) == ("True False True False\n", "")

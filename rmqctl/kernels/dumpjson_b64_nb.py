@@ -20,32 +20,33 @@ def b64_encode(src, n, dst, outlen, flags):
     out = carray(dst, ((n + 2) // 3 * 4,))
     t2 = _PAIRS
     t = _B64
-    e = n - n % 3
+    one, two, three, four = np.uint64(1), np.uint64(2), np.uint64(3), np.uint64(4)
+    r = n % three
+    e = n - r
     i = np.uint64(0)
     w = np.uint64(0)
     while i < e:
-        v = (np.uint64(b[i]) << 16) | (np.uint64(b[i + 1]) << 8) | np.uint64(b[i + 2])
-        h = (v >> 12) << 1
-        lo = (v & 0xFFF) << 1
+        v = (np.uint64(b[i]) << np.uint64(16)) | (np.uint64(b[i + one]) << np.uint64(8)) | np.uint64(b[i + two])
+        h = (v >> np.uint64(12)) << one
+        lo = (v & np.uint64(0xFFF)) << one
         out[w] = t2[h]
-        out[w + 1] = t2[h + 1]
-        out[w + 2] = t2[lo]
-        out[w + 3] = t2[lo + 1]
-        w += 4
-        i += 3
-    r = n % 3
-    if r == 1:
+        out[w + one] = t2[h + one]
+        out[w + two] = t2[lo]
+        out[w + three] = t2[lo + one]
+        w += four
+        i += three
+    if r == one:
         v = np.uint64(b[i])
-        out[w] = t[v >> 2]
-        out[w + 1] = t[(v & 3) << 4]
-        out[w + 2] = 61
-        out[w + 3] = 61
-        w += 4
-    elif r == 2:
-        v = (np.uint64(b[i]) << 8) | np.uint64(b[i + 1])
-        out[w] = t[v >> 10]
-        out[w + 1] = t[(v >> 4) & 63]
-        out[w + 2] = t[(v & 15) << 2]
-        out[w + 3] = 61
-        w += 4
+        out[w] = t[v >> two]
+        out[w + one] = t[(v & three) << four]
+        out[w + two] = 61
+        out[w + three] = 61
+        w += four
+    elif r == two:
+        v = (np.uint64(b[i]) << np.uint64(8)) | np.uint64(b[i + one])
+        out[w] = t[v >> np.uint64(10)]
+        out[w + one] = t[(v >> four) & np.uint64(63)]
+        out[w + two] = t[(v & np.uint64(15)) << two]
+        out[w + three] = 61
+        w += four
     outlen[0] = w

@@ -252,7 +252,8 @@ _SIG = types.int64(_ARR, types.int64[:, ::1], types.int8[::1], types.int64, _ARR
 def render(b, cols, pcrc, base, lits, lo, body, out, starts, slow, names, outlen):
     """Write the lines of the records in `cols` (NCOLS rows, a column per record; rel relative to b, base the
     absolute offset of b[0]) into out; starts[i] is where record i's line begins (starts[n]: the end, also
-    returned); slow[i] = 1 for a record left to message_json (its line empty). `names`: scratch, 2 int64
+    returned); slow[i] = 1 for a record left to message_json (its line empty), 2 when only for its
+    properties. `names`: scratch, 2 int64
     per name, 2 * _MAX_NAMES at least; outlen: scratch, one uint64."""
     n = cols.shape[1]
     w = 0
@@ -318,7 +319,7 @@ def render(b, cols, pcrc, base, lits, lo, body, out, starts, slow, names, outlen
         w = _props(out, w, b, pr, pr + cols[18, i], names)
         if w < 0:
             w = starts[i]
-            slow[i] = 1
+            slow[i] = 2
             continue
         w = _lit(out, w, lits, lo, L_TAIL_ABSENT if pc < 0 else L_TAIL_GOOD)
         br = cols[13, i]
