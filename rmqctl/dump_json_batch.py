@@ -432,7 +432,7 @@ class CompiledRenderer(Renderer):
                           bt.file_start + bt.win_pos, self.lits, self.lo, self.mode, self.out, starts, slow,
                           self.names, self.outlen)
         if not slow.any():
-            return self.out[:w].tobytes()
+            return memoryview(self.out)[:w]     # no copy: valid until the next window (lines() doc)
         mv = memoryview(self.out)
         parts, prev = [], 0
         for i in np.flatnonzero(slow).tolist():
@@ -492,7 +492,8 @@ def lines(fd: int, path: Path, file_start: int, size: int, start: int, *, seen: 
           body: str = "base64", raw_body: bool = False, check_crc: bool = True, window: int | None = None,
           stats: dict | None = None):
     """The rest of dumping.commitlog_json from `start` (a record boundary, `seen`/`shown` records counted
-    so far): ("lines", bytes) for the records of each window. Returns the walk's final scan.Stop, or None
+    so far): ("lines", bytes) for the records of each window (bytes or a memoryview of the compiled
+    renderer's buffer, valid until the next item: write it, or copy it, before asking for more). Returns the walk's final scan.Stop, or None
     when `count` records have been shown before it."""
     from rmqctl.scanvec import walk_file
 

@@ -42,7 +42,7 @@ def batch(path, body="base64", raw_body=False, window=None, stats=None, record_h
         if tag == "message":
             out.append((message_json(v, body, raw_body) + "\n").encode())
         else:
-            out.append(v if tag == "lines" else (json_line("dump", v) + "\n").encode())
+            out.append(bytes(v) if tag == "lines" else (json_line("dump", v) + "\n").encode())
     return b"".join(out)
 
 
@@ -200,6 +200,21 @@ def test_cli_paths_agree(monkeypatch):
     ref = runner.invoke(cli, args)
     assert got.exit_code == ref.exit_code == 0
     assert got.stdout_bytes == ref.stdout_bytes and b'"kind":"message"' in ref.stdout_bytes
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
+def test_cli_windows_past_the_record_head(tmp_path, encoding):
+    """A file longer than the record-by-record head: windows reach stdout as bytes (UTF-8 stdout) or as text
+    (any other encoding), the same lines as RMQCTL_DUMP_JSON=record."""
+    recs = [dict(props=b"A\x01b\x02", body=bytes([i % 256]) * 4000, qoff=i) for i in range(1300)]
+    p = build_file(tmp_path, recs)
+    assert p.stat().st_size > 5 << 20
+    exe = [sys.executable, "-m", "rmqctl", "dump", "--json", str(p)]
+    env = {**os.environ, "PYTHONIOENCODING": encoding}
+    got = subprocess.run(exe, capture_output=True, env=env)
+    ref = subprocess.run(exe, capture_output=True, env={**env, "RMQCTL_DUMP_JSON": "record"})
+    assert got.returncode == ref.returncode == 0 and got.stderr == ref.stderr == b""
+    assert got.stdout == ref.stdout and got.stdout.count(b'"kind":"message"') == 1300
 
 
 def test_closed_pipe_exits_0_quietly(tmp_path):

@@ -1,5 +1,5 @@
 """`dump --json` lines rendered by numba: every line of a window written straight into one preallocated
-uint8 buffer (rmqctl.dump_json_batch.NumbaRenderer calls it), byte for byte what rmqctl.render.message_json
+uint8 buffer (rmqctl.dump_json_batch.CompiledRenderer calls it), byte for byte what rmqctl.render.message_json
 gives (tests/test_dump_json_batch.py compares them on every fixture, every real-world file, records built
 for every branch and under random damage).
 
@@ -76,7 +76,7 @@ _HEXL = np.frombuffer(b"0123456789abcdef", np.uint8).copy()
 _D2 = np.frombuffer("".join(f"{i:02d}" for i in range(100)).encode(), np.uint8).copy()
 _P10 = np.array([10 ** k for k in range(20)], np.uint64)
 
-# the pieces of `lits`, in the order dump_json_batch.NumbaRenderer builds them
+# the pieces of `lits`, in the order dump_json_batch.CompiledRenderer builds them
 L_HEAD, L_SIZE, L_MAGIC, L_TOPIC, L_QID, L_QOFF, L_SYSF, L_TX, L_FLAG, L_BCRC, L_BORN_TS, L_BORN_HOST, \
     L_STORE_TS, L_STORE_HOST, L_RECON, L_PREP, L_MSGID, L_BLEN, L_PROPS, L_TAIL_ABSENT, L_TAIL_GOOD, L_END, \
     L_TX0 = range(23)
