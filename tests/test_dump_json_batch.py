@@ -24,7 +24,8 @@ from rmqctl.render import json_line, message_json
 def kernel(request, monkeypatch):
     """Every test runs with the compiled renderer (rmqctl.kernels.dumpjson_nb; RMQCTL_KERNEL=numba loads it
     for any file size) and with the numpy one (RMQCTL_KERNEL=numpy, the fallback)."""
-    monkeypatch.setenv("RMQCTL_KERNEL", request.param)
+    if request.param != "-":       # "-": a test that renders nothing, run once
+        monkeypatch.setenv("RMQCTL_KERNEL", request.param)
     return request.param
 
 
@@ -229,6 +230,7 @@ def test_closed_pipe_exits_0_quietly(tmp_path):
     assert first.startswith(b'{"schema":"rmqctl.dump/1","kind":"message"') and err == b""
 
 
+@pytest.mark.parametrize("kernel", ["numpy"], indirect=True)
 def test_without_pybase64(monkeypatch):
     """The base64 of the default install (binascii) gives the same lines as the optional pybase64."""
     import binascii
@@ -240,6 +242,7 @@ def test_without_pybase64(monkeypatch):
     assert batch(FILTER_FILE) == reference(FILTER_FILE)
 
 
+@pytest.mark.parametrize("kernel", ["-"], indirect=True)
 def test_compiled_base64_without_pybase64(tmp_path):
     """The compiled renderer's own base64 (RMQCTL_B64=table: what it binds when pybase64 is missing) gives the
     same lines, on every body length modulo 3 and on a broker-written file."""
@@ -254,6 +257,7 @@ def test_compiled_base64_without_pybase64(tmp_path):
     assert r.stdout.split() == ["table", "True"], r.stderr[-3000:]
 
 
+@pytest.mark.parametrize("kernel", ["-"], indirect=True)
 def test_auto_loads_the_compiler_only_for_a_long_pass():
     """RMQCTL_KERNEL=auto: the numpy renderer for a file with less than COMPILED_AFTER bytes ahead (numba not
     loaded), the compiled one past it; numba missing: the numpy renderer, silently."""
@@ -266,3 +270,31 @@ def test_auto_loads_the_compiler_only_for_a_long_pass():
     r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['numba'] = None; " + code],
                        capture_output=True, text=True, env=env)
     assert (r.stdout, r.stderr) == ("True False True False\n", "")
+
+
+@pytest.mark.parametrize("kernel", ["-"], indirect=True)
+def test_is_zero_at_chunk_edges(tmp_path):
+    """The zero check behind every trailer (rmqctl.scan.is_zero, reused buffer): a non-zero byte anywhere in
+    the range, at and around chunk edges, is seen; one outside it, or a file shorter than the range, is not."""
+    from rmqctl.scan import is_zero
+
+    p = tmp_path / "f"
+    size = 10_000
+    with open(p, "wb") as f:
+        f.write(bytes(size))
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        assert is_zero(fd, 0, size, chunk=1000) and is_zero(fd, 5, size + 500, chunk=999) and is_zero(fd, 7, 7)
+    finally:
+        os.close(fd)
+    for at in (0, 1, 998, 999, 1000, 1001, 4321, size - 1):
+        data = bytearray(size)
+        data[at] = 7
+        p.write_bytes(data)
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            for start, end, chunk in ((0, size, 1000), (0, size, 999), (1, size, 1 << 20), (0, size + 10, 333)):
+                assert is_zero(fd, start, end, chunk=chunk) == (not start <= at < end), (at, start, end, chunk)
+            assert is_zero(fd, at + 1, size, chunk=1000) and is_zero(fd, 0, at, chunk=7)
+        finally:
+            os.close(fd)
