@@ -8,6 +8,8 @@ alternated round by round (best of --rounds for each):
             rmqctl.kernels.dumpjson_nb, for files with 256 MiB or more ahead), body base64 and none
   numpy     the same with RMQCTL_KERNEL=numpy (the numpy renderer, rmqctl.dump_json_batch.Renderer)
   record    with --record: RMQCTL_DUMP_JSON=record (message_json per record: the path before both; slow)
+  before    with --before TREE: `dump --json` of another checkout (e.g. main before this change), run with
+            PYTHONPATH=TREE by the same interpreter
   text      with --text: `rmqctl dump` (readable lines)
 Output goes to /dev/null. MB/s = commitlog bytes of records / wall s; MB/CPU-s = the same / CPU seconds
 (user + sys: the figure to read on a loaded machine); peak RSS is that run's process; goal: 300 MB/s.
@@ -15,7 +17,7 @@ Needs only the rmqctl install (numpy; numba and pybase64 from the `fast` extra f
 no Java.
 
   python bench/bench_dump.py [--store S | --root /tmp/rmqctl-bench-dump --bytes 1073741824]
-                             [--rounds 3] [--record] [--text]
+                             [--rounds 3] [--record] [--text] [--before /path/to/older/checkout]
 Without --store a 1 GiB commitlog of 1 KiB messages is generated (bench/gen_commitlog.py: one body repeated,
 so its CRC and length columns are constant); --store takes a broker-written store (bench-write: random bodies).
 """
@@ -62,6 +64,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="runs of each command, alternated (best one shown)")
     ap.add_argument("--record", action="store_true", help="also the record-at-a-time renderer (slow)")
     ap.add_argument("--text", action="store_true", help="also the readable dump (slow on random bodies)")
+    ap.add_argument("--before", type=Path, help="another checkout whose dump --json to run beside (PYTHONPATH)")
     ap.add_argument("--kernel", default="", help=argparse.SUPPRESS)     # older scripts' switch: ignored
     a = ap.parse_args()
     if a.store:
@@ -81,6 +84,9 @@ def main():
     if a.record:
         runs.append(("dump --json, per record (RMQCTL_DUMP_JSON=record)", ["--json"],
                      {"RMQCTL_DUMP_JSON": "record"}, True))
+    if a.before:
+        runs.append((f"before: dump --json of {a.before}", ["--json"], {"PYTHONPATH": str(a.before.resolve())},
+                     True))
     if a.text:
         runs.append(("dump (text)", [], {}, False))
     best: dict[str, dict] = {}
@@ -103,7 +109,8 @@ def main():
     nbytes, nmsg = info["bytes"], info["messages"]
     print(f"{target}: {nbytes / 1e9:.2f} GB of records, {nmsg} messages; walk kernel {info['kernel']}; "
           f"best of {a.rounds}, alternated; {load0} before, {load_line()} after")
-    print(f"{'run':52} {'MB/s':>6} {'MB/CPU-s':>8} {'wall s':>7} {'CPU s':>6} {'peak RSS MiB':>12}  vs")
+    w = max(52, *(len(r[0]) for r in runs))
+    print(f"{'run':{w}} {'MB/s':>6} {'MB/CPU-s':>8} {'wall s':>7} {'CPU s':>6} {'peak RSS MiB':>12}  vs")
     ceil = best[runs[0][0]]
     for label, _e, _env, is_json in runs:
         m = best[label]
@@ -112,7 +119,7 @@ def main():
                                   f"{crate / (nbytes / ceil['cpu']):.2f}x by CPU s")
         if is_json:
             vs += f"; {rate / GOAL:.2f}x the 300 MB/s goal by wall, {crate / GOAL:.2f}x by CPU s"
-        print(f"{label:52} {rate / 1e6:6.0f} {crate / 1e6:8.0f} {m['wall']:7.2f} {m['cpu']:6.2f} "
+        print(f"{label:{w}} {rate / 1e6:6.0f} {crate / 1e6:8.0f} {m['wall']:7.2f} {m['cpu']:6.2f} "
               f"{m['maxrss_kib'] / 1024:12.0f}  {vs}")
 
 
