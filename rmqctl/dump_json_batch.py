@@ -19,6 +19,10 @@ A record the bulk steps do not cover (compressed body, IPv6 host, a topic needin
 bytes, PHYSICALOFFSET different from its position, a bad __CRC32#) is rendered by message_json from the
 Record FileWalk yields there; a properties field outside the fast form by json.dumps of the parsed dict, as
 message_json does. Only numpy is needed; memory is bounded by the window.
+
+Two renderers: CompiledRenderer (numba: rmqctl.kernels.dumpjson_nb writes every line of a window into one
+reused buffer, ~4x less CPU) when numba loads and the file is long (_compiled: RMQCTL_KERNEL, 256 MiB
+ahead), else Renderer (the numpy steps above, the fallback). Both give message_json's bytes.
 """
 from __future__ import annotations
 
@@ -493,8 +497,8 @@ def lines(fd: int, path: Path, file_start: int, size: int, start: int, *, seen: 
           stats: dict | None = None):
     """The rest of dumping.commitlog_json from `start` (a record boundary, `seen`/`shown` records counted
     so far): ("lines", bytes) for the records of each window (bytes or a memoryview of the compiled
-    renderer's buffer, valid until the next item: write it, or copy it, before asking for more). Returns the walk's final scan.Stop, or None
-    when `count` records have been shown before it."""
+    renderer's buffer, valid until the next item: write it, or copy it, before asking for more). Returns the
+    walk's final scan.Stop, or None when `count` records have been shown before it."""
     from rmqctl.scanvec import walk_file
 
     win = window or DUMP_WINDOW
