@@ -453,18 +453,19 @@ class CompiledRenderer(Renderer):
         return b"".join(parts)
 
 
-def _compiled(size_ahead: int):
+def _compiled(size_ahead: int, body: str = "base64"):
     """The compiled renderer's kernel when it is to be used, else None (the numpy renderer): RMQCTL_KERNEL=
     numpy never, numba always (a usage error when it cannot load), auto once the bytes ahead in this file
-    plus those this process has rendered reach COMPILED_AFTER, or when numba is loaded already; a numba that
-    does not import or cannot cache its compilation: None, silently."""
+    plus those this process has rendered reach COMPILED_AFTER, or when numba is loaded already, and never
+    for bodies as text (the numpy renderer writes those either way); a numba that does not import or cannot
+    cache its compilation: None, silently."""
     import sys
 
     from rmqctl import kernels
 
     want = kernels.requested()
-    if want == "numpy" or (want == "auto" and size_ahead + _rendered[0] < COMPILED_AFTER
-                           and sys.modules.get("numba") is None):
+    if want == "numpy" or (want == "auto" and (body == "text" or (size_ahead + _rendered[0] < COMPILED_AFTER
+                                                                  and sys.modules.get("numba") is None))):
         return None
     k = None
     if kernels.load_now() is not None:
@@ -502,7 +503,7 @@ def lines(fd: int, path: Path, file_start: int, size: int, start: int, *, seen: 
     from rmqctl.scanvec import walk_file
 
     win = window or DUMP_WINDOW
-    k = _compiled(size - start)
+    k = _compiled(size - start, body)
     kw = dict(body=body, raw_body=raw_body, check_crc=check_crc)
     rd = Renderer(fd, str(path), size, size, **kw) if k is None else \
         CompiledRenderer(fd, str(path), size, size, kernel=k, **kw)

@@ -258,17 +258,23 @@ def test_compiled_base64_without_pybase64(tmp_path):
 
 
 @pytest.mark.parametrize("kernel", ["-"], indirect=True)
-def test_auto_loads_the_compiler_only_for_a_long_pass():
-    """RMQCTL_KERNEL=auto: the numpy renderer for a file with less than COMPILED_AFTER bytes ahead (numba not
-    loaded), the compiled one past it; numba missing: the numpy renderer, silently."""
+def test_auto_loads_the_compiler_only_for_a_long_pass(tmp_path):
+    """RMQCTL_KERNEL=auto: the numpy renderer for a file with less than COMPILED_AFTER bytes ahead or bodies
+    as text (numba not loaded), the compiled one past it; numba missing, or no writable compile cache: the
+    numpy renderer, silently."""
     code = ("import sys; from rmqctl import dump_json_batch as d; a = d._compiled(10 << 20); "
-            "b = sys.modules.get('numba') is not None; c = d._compiled(d.COMPILED_AFTER); "
-            "print(a is None, b, c is None, sys.modules.get('numba') is not None)")
+            "b = sys.modules.get('numba') is not None or d._compiled(d.COMPILED_AFTER, 'text') is not None; "
+            "c = d._compiled(d.COMPILED_AFTER); print(a is None, b, c is None, sys.modules.get('numba') is not None)")
     env = {**os.environ, "RMQCTL_KERNEL": "auto"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert (r.stdout, r.stderr) == ("True False False True\n", "")
     r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['numba'] = None; " + code],
                        capture_output=True, text=True, env=env)
+    assert (r.stdout, r.stderr) == ("True False True False\n", "")
+    env = {k: v for k, v in env.items() if k != "NUMBA_CACHE_DIR"}
+    (tmp_path / "file").write_text("")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**env, "XDG_CACHE_HOME": str(tmp_path / "file")})
     assert (r.stdout, r.stderr) == ("True False True False\n", "")
 
 
