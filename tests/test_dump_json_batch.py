@@ -171,7 +171,9 @@ def test_uniform_windows(tmp_path):
     """Windows where every row holds the same value in a column (the template text path) and where none does."""
     same = [dict(props=b"A\x01b\x02") for _ in range(50)]
     p = build_file(tmp_path, same)
-    assert batch(p) == reference(p)
+    stats = {}
+    assert batch(p, stats=stats) == reference(p)
+    assert stats["renderer"].slow_records == stats["renderer"].slow_props == 0     # every line in bulk
     assert batch(p, window=300) == reference(p)
 
 

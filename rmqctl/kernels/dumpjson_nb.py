@@ -10,7 +10,8 @@ caller: the record is flagged in `slow` and its line left empty (its start equal
 are: a compressed body, an IPv6 host, PHYSICALOFFSET different from the position, a bad __CRC32#, a topic
 with a byte JSON escapes or that is not ASCII, and properties outside the fast form (printable ASCII
 `name\\x01value` pairs joined by \\x02, one trailing \\x02 allowed, no '"' or '\\', no empty name or value,
-no name twice) -- the same rule as the numpy renderer, so both send the same records to message_json.
+no name twice, at most 64 names). The numpy renderer (rmqctl.dump_json_batch.Renderer) has the same rule
+but for topics over 255 bytes (per record there, copied here) and the 64 names (none there).
 """
 from __future__ import annotations
 
