@@ -111,7 +111,9 @@ def _copy(out, w, src, a, n):
     return w + n
 
 
-@njit(cache=True, nogil=True, inline="always")
+# Only the smallest helpers are inlined by numba (inline="always"); the others are left to LLVM: measured,
+# the same speed and half the first compile (4 instead of 9 CPU s, once per compile cache).
+@njit(cache=True, nogil=True)
 def _int(out, w, v):
     """The decimal text of int64 v at out[w:]; returns the end."""
     d = np.uintp(w)
@@ -143,7 +145,7 @@ def _int(out, w, v):
     return np.int64(e)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _hex(out, w, b, a, n, digits):
     """b[a:a+n] as hex text (digits: the 16 characters) at out[w:]; returns the end."""
     d = np.uintp(w)
@@ -158,7 +160,7 @@ def _hex(out, w, b, a, n, digits):
     return w + 2 * n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _host(out, w, b, p):
     """ip.ip.ip.ip:port of the IPv4 host at b[p:p+8]."""
     for j in range(4):
