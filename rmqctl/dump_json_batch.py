@@ -389,11 +389,11 @@ class CompiledRenderer(Renderer):
     buffer: every line in compiled code, but those the kernel leaves to message_json (its module doc).
     Bodies as text go to the numpy renderer (their escaping stays with json)."""
 
-    def __init__(self, *a, kernel, **kw):
+    def __init__(self, *a, kernel=None, **kw):
         super().__init__(*a, **kw)
-        from rmqctl.kernels import dumpjson_nb as k
-
-        self.k = k
+        if kernel is None:
+            from rmqctl.kernels import dumpjson_nb as kernel
+        self.k = k = kernel
         tail = self.c_parts
         pieces = [f'{{"schema":"{self.schema}","kind":"message","physical_offset":', ',"size":', ',"magic":"V',
                   '","topic":"', '","queue_id":', ',"queue_offset":', ',"sys_flag":', ',"transaction_type":"',
