@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import binascii
 import json
+import os
 from functools import partial
 from pathlib import Path
 
@@ -480,6 +481,18 @@ def _compiled(size_ahead: int, body: str = "base64"):
     return k
 
 
+def _ahead(fd: int, start: int, size: int) -> int:
+    """How many bytes of records may follow `start`, for _compiled: size - start when the 64 KiB just before
+    start + COMPILED_AFTER hold a non-zero byte (records are contiguous, so that many are ahead), else 0:
+    the file's records end before (the active commitlog file, zero-filled after its last record), and
+    loading numba would cost more than it saves. One read."""
+    if size - start < COMPILED_AFTER:
+        return size - start
+    probe = os.pread(fd, _PROBE, start + COMPILED_AFTER - _PROBE)
+    return size - start if probe.count(0) != len(probe) else 0
+
+
+_PROBE = 64 << 10
 # Measured (1 KiB messages, CPU s): loading numba and the cached kernels costs ~0.65 s per process; the numpy
 # renderer takes ~4.0 s per GiB, the compiled one (walk included) ~0.6 s: it pays back after ~190 MiB.
 COMPILED_AFTER = 256 << 20
@@ -503,7 +516,7 @@ def lines(fd: int, path: Path, file_start: int, size: int, start: int, *, seen: 
     from rmqctl.scanvec import walk_file
 
     win = window or DUMP_WINDOW
-    k = _compiled(size - start, body)
+    k = _compiled(_ahead(fd, start, size), body)
     kw = dict(body=body, raw_body=raw_body, check_crc=check_crc)
     rd = Renderer(fd, str(path), size, size, **kw) if k is None else \
         CompiledRenderer(fd, str(path), size, size, kernel=k, **kw)

@@ -306,3 +306,31 @@ def test_is_zero_at_chunk_edges(tmp_path):
             assert is_zero(fd, at + 1, size, chunk=1000) and is_zero(fd, 0, at, chunk=7)
         finally:
             os.close(fd)
+
+
+@pytest.mark.parametrize("kernel", ["-"], indirect=True)
+def test_bytes_ahead_probe(tmp_path):
+    """auto's estimate of the records ahead (dump_json_batch._ahead): a 1 GiB file zero-filled after 1 MiB of
+    records (the active commitlog file) has none worth loading numba for; one with data COMPILED_AFTER on has
+    the whole rest; a file shorter than COMPILED_AFTER, what is left."""
+    from rmqctl import dump_json_batch as d
+
+    p = tmp_path / "f"
+    with open(p, "wb") as f:
+        f.write(b"\x01" * (1 << 20))
+        f.truncate(1 << 30)                 # sparse: no disk used
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        assert d._ahead(fd, 4 << 20, 1 << 30) == 0
+        assert d._ahead(fd, 0, 100 << 20) == 100 << 20
+    finally:
+        os.close(fd)
+    with open(p, "r+b") as f:
+        f.seek((4 << 20) + d.COMPILED_AFTER - 1)
+        f.write(b"\x05")
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        assert d._ahead(fd, 4 << 20, 1 << 30) == (1 << 30) - (4 << 20)
+        assert d._ahead(fd, 5 << 20, 1 << 30) == 0         # that byte is past this start's probe
+    finally:
+        os.close(fd)
