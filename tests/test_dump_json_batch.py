@@ -24,8 +24,13 @@ from rmqctl.render import json_line, message_json
 def kernel(request, monkeypatch):
     """Every test runs with the compiled renderer (rmqctl.kernels.dumpjson_nb; RMQCTL_KERNEL=numba loads it
     for any file size) and with the numpy one (RMQCTL_KERNEL=numpy, the fallback)."""
+    from rmqctl import dump_json_batch, kernels
+
     if request.param != "-":       # "-": a test that renders nothing, run once
         monkeypatch.setenv("RMQCTL_KERNEL", request.param)
+    # process-wide state a dump leaves (load_now's eager switch, bytes rendered): restored after each test
+    monkeypatch.setattr(kernels, "_eager", [False])
+    monkeypatch.setattr(dump_json_batch, "_rendered", [0])
     return request.param
 
 
