@@ -118,7 +118,8 @@ def commitlog_json(path: Path, *, body: str = "base64", raw_body: bool = False, 
                    window: int | None = None, stats: dict | None = None, record_head: int | None = None):
     """commitlog_file for --json: the same items, except that after the first `record_head` bytes of records
     (default 4 MiB, none once numpy is loaded: a small file never pays for loading it) the records of each
-    window come as one ("lines", bytes) item from rmqctl.dump_json_batch: the bytes message_json gives them."""
+    window come as one ("lines", bytes) item from rmqctl.dump_json_batch: the bytes message_json gives them
+    (possibly a memoryview valid until the next item)."""
     import sys
 
     path = Path(path)

@@ -260,7 +260,7 @@ class _Emitter:
         raw = getattr(inner, "buffer", None)
         enc = (getattr(inner, "encoding", None) or "").lower().replace("-", "").replace("_", "")
         if raw is None or enc != "utf8" or getattr(out, "_guard", False):
-            out.write(data.decode("utf-8"))
+            out.write(str(data, "utf-8"))      # bytes or a memoryview (rmqctl.dump_json_batch.lines)
             return
         out.flush()
         try:

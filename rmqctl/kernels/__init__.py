@@ -24,6 +24,14 @@ CHOICES = ("auto", "numba", "numpy")
 AUTO_AFTER = 1 << 30
 _loaded: dict = {}
 _walked = [0]
+_eager = [False]
+
+
+def load_now():
+    """For a caller that knows a long pass is ahead (dump --json of a big file): under auto, load the
+    compiled kernel now instead of after AUTO_AFTER bytes. Returns walk_kernel()."""
+    _eager[0] = True
+    return walk_kernel()
 
 
 def note_walked(n: int) -> None:
@@ -78,7 +86,7 @@ def walk_kernel():
     """The compiled window walk (rmqctl.kernels.walk_nb.Kernel) when the numba kernel is selected and
     loads, else None (the numpy kernel). RMQCTL_KERNEL=numba with numba missing is a usage error."""
     want = requested()
-    if want == "numpy" or (want == "auto" and _walked[0] < AUTO_AFTER):
+    if want == "numpy" or (want == "auto" and _walked[0] < AUTO_AFTER and not _eager[0]):
         return None
     if want in _loaded:
         return _loaded[want]
