@@ -30,6 +30,18 @@ def note_walked(n: int) -> None:
     _walked[0] += n
 
 
+AUTO_UPFRONT = 512 << 20
+
+
+def expect(nbytes: int) -> None:
+    """A pass that knows it will walk about `nbytes` in this process (verify: its share of the store) lets auto
+    decide up front: from AUTO_UPFRONT on, numba is loaded now (in the parent, before workers fork: they inherit
+    it), as it pays back its ~0.5 CPU s load after about half a GiB of verify's per-record work."""
+    if nbytes >= AUTO_UPFRONT and requested() == "auto" and _walked[0] < AUTO_AFTER:
+        _walked[0] = AUTO_AFTER
+        walk_kernel()
+
+
 def requested() -> str:
     """The RMQCTL_KERNEL value (auto when unset or empty); UsageError (exit 2) for an unknown one."""
     v = os.environ.get(ENV, "").strip().lower() or "auto"
