@@ -32,13 +32,17 @@ def _results(root: Path, file_size: int, cq_file_size: int, delay_levels=(), pie
     return out
 
 
-def _both(monkeypatch, root, *a, **kw):
-    """The results with the numpy kernel and with the numba one (which must take the compiled path)."""
+def _both(monkeypatch, root, *a, window=None, **kw):
+    """The results with the numpy kernel and with the numba one (which must take the compiled path); `window`:
+    the numba run walks windows of that many bytes (records cross window ends: scanvec's defer_cross)."""
     monkeypatch.setenv("RMQCTL_KERNEL", "numpy")
     want = _results(root, *a, **kw)
     monkeypatch.setenv("RMQCTL_KERNEL", "numba")
     assert kernels.name() == "numba" and cb._nb_batch() is not None
-    return _results(root, *a, **kw), want
+    with monkeypatch.context() as m:
+        if window:
+            m.setattr(cb, "NB_WINDOW", window)
+        return _results(root, *a, **kw), want
 
 
 def _delays(sc: dict):
@@ -79,8 +83,8 @@ def synthetic(tmp_path_factory) -> Path:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 32 * 1024 - 1), st.integers(1, 255)), max_size=6),
        st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=4),
-       st.integers(0, 32 * 1024), st.sampled_from([2, 3, 6]))
-def test_equal_under_damage(synthetic, monkeypatch, cl_flips, cq_flips, cut, pieces):
+       st.integers(0, 32 * 1024), st.sampled_from([2, 3, 6]), st.sampled_from([None, 600, 1500, 4000]))
+def test_equal_under_damage(synthetic, monkeypatch, cl_flips, cq_flips, cut, pieces, window):
     with tempfile.TemporaryDirectory() as d:
         root = Path(shutil.copytree(synthetic, Path(d) / "store"))
         files = sorted(p for p in (root / "commitlog").iterdir() if p.name.isdigit())
@@ -98,8 +102,21 @@ def test_equal_under_damage(synthetic, monkeypatch, cl_flips, cq_flips, cut, pie
                 p.write_bytes(bytes(data))
         last = files[-1]
         last.write_bytes(last.read_bytes()[:cut] + bytes(32 * 1024 - cut))
-        got, want = _both(monkeypatch, root, 32 * 1024, 64 * 20, DELAYS, pieces=(pieces,))
+        got, want = _both(monkeypatch, root, 32 * 1024, 64 * 20, DELAYS, pieces=(pieces,), window=window)
         assert got == want
+
+
+@pytest.mark.parametrize("window", [300, 700, 2000])
+def test_equal_with_small_windows(synthetic, tmp_path, monkeypatch, window):
+    """Windows smaller than records and than files: every window ends inside a record (deferred to the next
+    window), records larger than a window (widened), on a clean store and with a corrupt record."""
+    got, want = _both(monkeypatch, synthetic, 32 * 1024, 64 * 20, DELAYS, pieces=(3,), window=window)
+    assert got == want
+    root = F.copy_store(synthetic, tmp_path / "store")
+    F.flip_body_bit(root, F.pick_record(root, body=True, file_size=32 * 1024))
+    got, want = _both(monkeypatch, root, 32 * 1024, 64 * 20, DELAYS, pieces=(3,), window=window)
+    assert got == want
+    assert any(v["findings"] for v in want)
 
 
 @pytest.mark.parametrize("how", EDITS)

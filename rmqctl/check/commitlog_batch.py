@@ -193,9 +193,11 @@ class RangeScan:
                 res.handoff = pos
                 break
             w = max(min(NB_WINDOW if _nb_batch() else scanvec.WINDOW, (limit if last_range else bound) - pos), widen)
+            # defer_cross: the next window validates a record crossing this one's end -- unless that record
+            # could be this range's handoff (the next range must begin at a validated record)
             batch, nxt, stop = scanvec.walk_window(fd, self.start, res.size, pos, limit, window=w,
                                                    check_crc=True, check_phys=True, check_prop_crc=True,
-                                                   path=self.path, buf=buf)
+                                                   path=self.path, buf=buf, defer_cross=last_range or pos + w < bound)
             if len(batch):
                 n = len(batch)
                 if not last_range and w > bound - pos:
@@ -451,9 +453,9 @@ class RangeScan:
         if c is None or c[0] != f0 or p0 < c[1] or p1 > c[1] + UNIT_SIZE * len(c[2]):
             tn, qid = self.qkeys[g]
             path = os.path.join(self.cq_base, self.topics[tn], str(qid), f"{f0:020d}")
-            # read ahead 4x what this batch needs (at least 512 units): the total cached stays within a few
-            # times one batch of records plus 10 KB per queue
-            want = min(max(4 * (p1 - p0), CQ_CHUNK_UNITS * UNIT_SIZE), self.ctx.cq_file_size - p0)
+            # read ahead 16x what this batch needs (at least 512 units): the total cached stays within 320 bytes
+            # per record of one batch plus 10 KB per queue (each read opens the file: fewer, larger reads)
+            want = min(max(16 * (p1 - p0), CQ_CHUNK_UNITS * UNIT_SIZE), self.ctx.cq_file_size - p0)
             data = pread_or_empty(path, want, p0)
             arr = np.frombuffer(data, self.unit_dtype, len(data) // UNIT_SIZE)
             c = self.cq_cache[g] = (f0, p0, arr)

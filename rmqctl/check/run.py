@@ -70,11 +70,16 @@ def _scan_parallel(args: list, jobs: int, progress, est: list | None = None) -> 
             tasks.append((ctx, path, start, size, lo, hi))
             owner.append(k)
     parts: list = [[] for _ in args]
+    import gc
+
+    gc.collect()
+    gc.freeze()     # the forked workers' collections then leave the parent's objects (and their pages) alone
     with mp.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
         for k, (t, fr) in enumerate(zip(tasks, pool.imap(_range_job, tasks))):
             parts[owner[k]].append(fr)
             if progress:
                 progress((t[5] if t[5] is not None else min(t[3], t[0].file_size)) - t[4])
+    gc.unfreeze()
     return [clc.merge_ranges(a[0], p) for a, p in zip(args, parts)]
 
 
