@@ -214,3 +214,44 @@ def test_properties_kernel_equals_numpy(tmp_path, fields, pad):
     assert got_tags.tolist() == want_tags.tolist()
     multi = [MULTI_OFFSET_PROPERTY in bytes(raw[a:a + k]) for a, k in zip(rel.tolist(), lens.tolist())]
     assert ((flags & vk.MULTI) != 0).tolist() == multi
+
+
+def test_unusable_verify_kernels_fall_back_to_numpy_silently(synthetic, monkeypatch):
+    """numba loads but cannot build verify's kernels (another numba, a broken cache): every batch takes the
+    numpy path, with the same results and nothing said."""
+    from rmqctl.kernels import verify_nb
+
+    monkeypatch.setenv("RMQCTL_KERNEL", "numpy")
+    want = _results(synthetic, 32 * 1024, 64 * 20, DELAYS)
+
+    def broken():
+        raise RuntimeError("cannot compile")
+
+    monkeypatch.setenv("RMQCTL_KERNEL", "numba")
+    monkeypatch.setattr(verify_nb, "warm", broken)
+    monkeypatch.setattr(cb, "_NB", {})
+    assert cb._nb_batch() is None and kernels.name() == "numba"
+    assert _results(synthetic, 32 * 1024, 64 * 20, DELAYS) == want
+
+
+def test_auto_decides_up_front_by_the_share_of_each_process(monkeypatch):
+    """auto: numba from the start when a process's share of the store is >= AUTO_UPFRONT, numpy below it."""
+    monkeypatch.setenv("RMQCTL_KERNEL", "auto")
+    monkeypatch.setattr(kernels, "_walked", [0])
+    kernels.expect(kernels.AUTO_UPFRONT - 1)
+    assert kernels.name() == "numpy"
+    kernels.expect(kernels.AUTO_UPFRONT)
+    assert kernels.name() == "numba"
+    monkeypatch.setenv("RMQCTL_KERNEL", "numpy")
+    monkeypatch.setattr(kernels, "_walked", [0])
+    kernels.expect(1 << 40)
+    assert kernels.name() == "numpy"
+
+
+def test_data_estimate(tmp_path):
+    """The bisection finds where a front-filled file's non-zero bytes end (to the block), 0 when all zero."""
+    p = tmp_path / "f"
+    for end in (0, 1, 4095, 4096, 4097, 100_000, 1 << 20):
+        p.write_bytes(b"\x01" * end + bytes((1 << 20) - end))
+        got = clc.data_estimate(str(p), 1 << 20)
+        assert got >= end and got - end < 4096 and (end or got == 0)

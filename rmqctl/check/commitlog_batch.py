@@ -54,11 +54,17 @@ def _nb_batch():
 
     if walk_kernel() is None:
         return None
-    f = _NB.get("batch")
-    if f is None:
-        from rmqctl.check import commitlog_nb
+    f = _NB.get("batch", False)
+    if f is False:
+        try:
+            from rmqctl.check import commitlog_nb
+            from rmqctl.kernels import verify_nb
 
-        f = _NB["batch"] = commitlog_nb.batch
+            verify_nb.warm()    # every kernel loaded (or compiled) now, with the types verify passes
+            f = commitlog_nb.batch
+        except Exception:   # noqa: BLE001 -- a numba that cannot build these: the numpy path, silently
+            f = None
+        _NB["batch"] = f
     return f
 
 
@@ -67,10 +73,8 @@ _NB: dict = {}
 
 def preload() -> None:
     """Load the numba kernel's verify checks now when it is in use (before verify's workers fork)."""
-    if _nb_batch() is not None:
-        from rmqctl.kernels import verify_nb
+    _nb_batch()
 
-        verify_nb.warm()
 
 # the numba path's window: 2 MiB stays in the L2/L3 caches from the walk to the checks after it (measured here:
 # 8 MiB 1.29, 2 MiB 1.13-1.19, 1 MiB 1.22-1.28, 512 KiB 1.40-1.45 CPU s on 1.23 GB; the numpy path wants 8)
