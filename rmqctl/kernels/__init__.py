@@ -4,7 +4,8 @@
 (rmqctl.kernels.walk_nb), installed with the `fast` extra. ``auto`` (the default): the numpy kernel for the
 first AUTO_AFTER bytes a process walks, then numba when it imports and its on-disk compile cache has a
 writable home, else numpy, silently: loading numba costs ~0.7 CPU s per process (LLVM), which the compiled
-walk pays back only after about a GiB, so small stores and small files never load it. The kernels are
+walk pays back only after about a GiB, so small stores and small files never load it (a pass that knows its
+share up front, verify, calls ``expect`` and gets numba from the start past AUTO_UPFRONT). The kernels are
 proven equal record for record, so switching between windows changes nothing but speed. Nothing here imports numpy or
 numba: ``check_env`` runs on every command and costs one dictionary lookup.
 
