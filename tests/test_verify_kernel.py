@@ -203,7 +203,7 @@ def test_properties_kernel_equals_numpy(tmp_path, fields, pad):
     numpy_scan._check_properties(props, b, off, late_np)
     want_tags = numpy_scan._tags(props)
     flags, rtags = np.empty(n, np.int8), np.empty(n, np.int64)
-    vk.props_scan(b, rel, lens, flags, rtags)
+    vk.props_scan(b, b[:len(b) // 8 * 8].view(np.uint64), rel, lens, flags, rtags)
     late_nb: list = []
     for i in np.flatnonzero(flags & vk.SUSPICIOUS).tolist():
         nb_scan._props_finding(i, bytes(raw[rel[i]:rel[i] + lens[i]]), int(off[i]), late_nb)

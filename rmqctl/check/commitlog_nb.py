@@ -34,7 +34,7 @@ def batch(scan, bt, n: int, b, off, tot) -> bool:
     prel, plen = bt.props_rel[:n], bt.props_length[:n]
     flags = np.empty(n, np.int8)
     rtags = np.empty(n, np.int64)
-    vk.props_scan(b, prel, plen, flags, rtags)
+    vk.props_scan(b, b[:len(b) // 8 * 8].view(np.uint64), prel, plen, flags, rtags)
     sysf = bt.sys_flag[:n]
     disp = (sysf & 0x4) == 0
     if (disp & ((sysf & clf.INNER_BATCH_FLAG) != 0)).any() or (scan.ctx.multi_dispatch

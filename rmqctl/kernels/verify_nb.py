@@ -24,11 +24,16 @@ _FNVP = 0x100000001B3
 _M64 = (1 << 64) - 1
 
 
+_LOW3 = np.uint64(0x0303030303030303)
+_HIGH = np.uint64(0x8080808080808080)
+
+
 @njit(cache=True, nogil=True)
-def props_scan(b, prel, plen, flags, tags):
+def props_scan(b, w, prel, plen, flags, tags):
     """Per record: flags (above) and the Java String.hashCode of its TAGS value (0 without TAGS; valid where
     neither TAGS flag is set). Every "TAGS\x01" and "INNER_MULTI_QUEUE_OFFSET\x01" ends at a \x01, so the
-    names are compared only there."""
+    names are compared only there. `w`: b's first len(b) // 8 * 8 bytes as little-endian uint64 words; an
+    aligned word with no byte below 3 and none from 0x80 on (one test for the 8) holds nothing to look at."""
     pat = _MULTI
     m = len(pat)
     for i in range(len(prel)):
@@ -41,6 +46,11 @@ def props_scan(b, prel, plen, flags, tags):
         hit = -1
         j = a
         while j < e:
+            if (j & 7) == 0 and j + 8 <= e:
+                x = w[j >> 3]
+                if ((x - _LOW3) & ~x & _HIGH) == 0 and (x & _HIGH) == 0:
+                    j += 8
+                    continue
             c = b[j]
             if c > 2 and c < 0x80:
                 j += 1
@@ -330,7 +340,7 @@ def warm() -> None:
     verify's workers fork, so they inherit the loaded code instead of each loading it."""
     i64, b = np.zeros(1, np.int64), np.zeros(8, np.uint8)
     z = lambda: np.zeros(1, np.int64)    # noqa: E731
-    props_scan(b, i64, i64, np.zeros(1, np.int8), z())
+    props_scan(b, b.view(np.uint64), i64, i64, np.zeros(1, np.int8), z())
     TopicTable().lookup(b, i64, i64, 0, z(), np.zeros(1, np.bool_))
     queue_numbers(i64, i64, i64, i64, z())
     track(i64, i64, i64, z(), z(), z(), z(), z(), z(), z())
