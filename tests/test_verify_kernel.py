@@ -255,3 +255,21 @@ def test_data_estimate(tmp_path):
         p.write_bytes(b"\x01" * end + bytes((1 << 20) - end))
         got = clc.data_estimate(str(p), 1 << 20)
         assert got >= end and got - end < 4096 and (end or got == 0)
+
+
+@pytest.mark.parametrize("kernel_name", ["numpy", "numba"])
+def test_one_record_without_properties(tmp_path, monkeypatch, kernel_name):
+    """A window holding one record with an empty properties field (its consume-queue unit present): checked
+    by both paths alike (the numpy path used to raise on the empty joined properties)."""
+    import struct
+
+    root = tmp_path / "store"
+    (root / "commitlog").mkdir(parents=True)
+    r = F._record(topic="T", qid=0, qoff=0, phys=0, body=b"x" * 10, props=b"", born_ts=1, store_ts=2)
+    (root / "commitlog" / f"{0:020d}").write_bytes(r + bytes(4096 - len(r)))
+    (root / "consumequeue" / "T" / "0").mkdir(parents=True)
+    (root / "consumequeue" / "T" / "0" / f"{0:020d}").write_bytes(struct.pack(">qiq", 0, len(r), 0) + bytes(20))
+    monkeypatch.setenv("RMQCTL_KERNEL", kernel_name)
+    assert kernels.name() == kernel_name
+    (v,) = _results(root, 4096, 40, (), pieces=())
+    assert v["messages"] == 1 and v["queues"][("T", 0)]["mismatches"] == 0 and not v["findings"], v
