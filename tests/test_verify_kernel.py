@@ -273,3 +273,29 @@ def test_one_record_without_properties(tmp_path, monkeypatch, kernel_name):
     assert kernels.name() == kernel_name
     (v,) = _results(root, 4096, 40, (), pieces=())
     assert v["messages"] == 1 and v["queues"][("T", 0)]["mismatches"] == 0 and not v["findings"], v
+
+
+BROKER = {p.name: p for p in FIXTURES}["basic-multifile-v5"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(1, 255)), min_size=1, max_size=6),
+       st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(1, 255)), max_size=4),
+       st.sampled_from([None, 900, 5000]))
+def test_equal_under_damage_of_a_broker_written_store(monkeypatch, cl_flips, cq_flips, window):
+    """Random flips of commitlog and consume-queue bytes the real broker wrote (RocketMQ 5, several files)."""
+    sc = load_manifest(BROKER)["store_config"]
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(shutil.copytree(BROKER / "store", Path(d) / "store"))
+        for flips, files in ((cl_flips, sorted((root / "commitlog").glob("0*"))),
+                             (cq_flips, sorted(p for p in (root / "consumequeue").rglob("0*") if p.is_file()))):
+            for pos, x in flips:
+                p = files[pos % len(files)]
+                data = bytearray(p.read_bytes())
+                if data:
+                    used = len(data.rstrip(b"\0")) or len(data)      # flip where the records are
+                    data[(pos // len(files)) % used] ^= x
+                    p.write_bytes(bytes(data))
+        got, want = _both(monkeypatch, root, sc["mappedFileSizeCommitLog"], sc["mappedFileSizeConsumeQueue"],
+                          _delays(sc), pieces=(3,), window=window)
+        assert got == want
