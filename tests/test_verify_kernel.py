@@ -255,6 +255,8 @@ def test_data_estimate(tmp_path):
         p.write_bytes(b"\x01" * end + bytes((1 << 20) - end))
         got = clc.data_estimate(str(p), 1 << 20)
         assert got >= end and got - end < 4096 and (end or got == 0)
+    assert clc.data_estimate(str(tmp_path / "missing"), 1 << 20) == 0      # the walk reports these
+    assert clc.data_estimate(str(tmp_path), 1 << 20) == 0
 
 
 @pytest.mark.parametrize("kernel_name", ["numpy", "numba"])

@@ -25,6 +25,7 @@ import os
 
 from rmqctl.check.commitlog_results import FileResult, QueueTrack, ScanContext  # noqa: F401  (re-exported)
 from rmqctl.check.findings import ERROR, Finding
+from rmqctl.errors import IOFailure
 from rmqctl.resync import first_record as _first_record
 from rmqctl.resync import split_points  # noqa: F401  (re-exported: check.run and the tests split with it)
 from rmqctl.store.files import open_read
@@ -71,7 +72,7 @@ def data_estimate(path: str, size: int, block: int = 4096) -> int:
     kernel, how many ranges); the walk itself decides where the records end."""
     try:
         fd = open_read(path)
-    except OSError:
+    except (OSError, IOFailure):    # the walk reports it
         return 0
     try:
         lo, hi = 0, -(-size // block)
@@ -82,6 +83,8 @@ def data_estimate(path: str, size: int, block: int = 4096) -> int:
             else:
                 hi = mid
         return min(size, lo * block)
+    except OSError:     # unreadable here: the walk reports it
+        return 0
     finally:
         os.close(fd)
 
