@@ -16,6 +16,9 @@ zlib pass (goal >= 0.5x) by wall and by CPU seconds (the steadier figure on a lo
 N x (-j1) (scaling; goal >= 0.8) and against the N-process zlib pass. Needs only numpy (numba, isal optional);
 --no-broker skips the Java rows.
 
+--generate writes the store with the real broker (Java), or without Java with gen_commitlog.py and rmqctl's own
+`rebuild cq` / `rebuild index`.
+
   python bench/bench_verify.py --store /tmp/bench/store [--generate --count 2000000 --size 1024]
                                [--jobs 1,2,4,8,16] [--kernel auto,numba,numpy] [--no-broker] [--repeat 3]
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -35,6 +39,18 @@ from _measure import (ORACLE, RMQCTL, _crc_ranges, _slices, commitlog_files, crc
 
 
 def generate(store: Path, count: int, size: int):
+    """The real broker writes the store (the oracle, Java); without Java: bench/gen_commitlog.py writes the
+    commitlog (one body repeated) and `rmqctl rebuild cq` / `rebuild index` write the consume queues and index."""
+    if shutil.which("java") is None or not Path(ORACLE).exists():
+        from gen_commitlog import build
+
+        print("no Java: gen_commitlog.py + rmqctl rebuild cq/index:", build(store, count * (size + 160), size))
+        for what in ("cq", "index"):
+            r = subprocess.run([*RMQCTL, "rebuild", what, store, "--include-deleted-topics"], capture_output=True,
+                               text=True)
+            if r.returncode not in (0, 1):      # 1: files written
+                sys.exit(f"rebuild {what} failed ({r.returncode}): {r.stderr[-2000:]}")
+        return
     r = subprocess.run([ORACLE, "v5", "bench-write", "--store", store, "--count", str(count), "--size", str(size)],
                        capture_output=True, text=True)
     if r.returncode:
