@@ -35,7 +35,12 @@ def _scan_job(args):
 
 
 RANGE_BYTES = 128 * 1024 * 1024   # pieces small enough to balance 2+ workers over a few 1 GiB files
-MIN_RANGE_BYTES = 16 * 1024 * 1024
+MIN_RANGE = 16 * 1024 * 1024
+
+
+def _data_estimates(args: list) -> list:
+    """About how many bytes of records each file of the commitlog pass holds (clc.data_estimate)."""
+    return [clc.data_estimate(path, min(size, ctx.file_size)) for ctx, path, _, size in args]
 
 
 def _range_job(args):
@@ -43,34 +48,38 @@ def _range_job(args):
     return clc.scan_range(ctx, path, start, size, lo, hi)
 
 
-def _scan_parallel(args: list, jobs: int, progress) -> list:
+def _scan_parallel(args: list, jobs: int, progress, est: list | None = None) -> list:
     """Commitlog files split into ranges at record boundaries (clc.scan_range), checked by `jobs`
     processes, joined per file in order (clc.merge_ranges): the same FileResults as one walk per file."""
     import multiprocessing as mp
 
     import numpy  # noqa: F401  -- imported once here, inherited by the forked workers
     import rmqctl.scanvec  # noqa: F401
+    from rmqctl.check.commitlog_batch import preload
 
-    from rmqctl.kernels import before_fork
-
-    total = sum(min(size, ctx.file_size) for ctx, _p, _s, size in args)
-    before_fork(total)
-    # about four ranges per worker, so that the last ones to finish are short; never under MIN_RANGE_BYTES
-    piece = min(RANGE_BYTES, max(MIN_RANGE_BYTES, total // (4 * jobs)))
+    preload()   # the numba kernel's verify checks too, when it is in use
+    # ranges of about a quarter of each worker's share of the data (balance), within [MIN_RANGE, RANGE_BYTES]
+    if est is None:
+        est = _data_estimates(args)
+    rb = min(RANGE_BYTES, max(MIN_RANGE, sum(est) // (4 * jobs)))
     tasks, owner = [], []
     for k, (ctx, path, start, size) in enumerate(args):
-        limit = min(size, ctx.file_size)
-        pieces = max(1, -(-limit // piece))
-        pts = clc.split_points(size, ctx.file_size, pieces)
+        pieces = max(1, -(-est[k] // rb))
+        pts = clc.split_points(max(est[k], 1), ctx.file_size, pieces)
         for lo, hi in zip(pts, pts[1:]):
             tasks.append((ctx, path, start, size, lo, hi))
             owner.append(k)
     parts: list = [[] for _ in args]
+    import gc
+
+    gc.collect()
+    gc.freeze()     # the forked workers' collections then leave the parent's objects (and their pages) alone
     with mp.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
         for k, (t, fr) in enumerate(zip(tasks, pool.imap(_range_job, tasks))):
             parts[owner[k]].append(fr)
             if progress:
                 progress((t[5] if t[5] is not None else min(t[3], t[0].file_size)) - t[4])
+    gc.unfreeze()
     return [clc.merge_ranges(a[0], p) for a, p in zip(args, parts)]
 
 
@@ -234,10 +243,16 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
         for i, f in enumerate(files):
             ctx = clc.ScanContext(**{**base.__dict__, "is_last": i >= last_data})
             args.append((ctx, str(f.path), f.start, f.size))
+        est = None
+        if scan_map is None:     # numba or numpy for the commitlog pass: by each process's share of the data
+            from rmqctl import kernels
+
+            est = _data_estimates(args)
+            kernels.expect(sum(est) // max(1, jobs))
         if scan_map is not None:
             results = list(scan_map(args))
         elif jobs > 1:
-            results = _scan_parallel(args, jobs, progress)
+            results = _scan_parallel(args, jobs, progress, est)
         else:
             for a in args:
                 fr = _scan_job(a)

@@ -4,8 +4,8 @@
 (rmqctl.kernels.walk_nb), installed with the `fast` extra. ``auto`` (the default): the numpy kernel for the
 first AUTO_AFTER bytes a process walks, then numba when it imports and its on-disk compile cache has a
 writable home, else numpy, silently: loading numba costs ~0.7 CPU s per process (LLVM), which the compiled
-walk pays back only after about a GiB, so small stores and small files never load it (with -j the parent
-counts the whole walk and loads it once before forking: ``before_fork``). The kernels are
+walk pays back only after about a GiB, so small stores and small files never load it (a pass that knows its
+share up front, verify, calls ``expect`` and gets numba from the start past AUTO_UPFRONT). The kernels are
 proven equal record for record, so switching between windows changes nothing but speed. Nothing here imports numpy or
 numba: ``check_env`` runs on every command and costs one dictionary lookup.
 
@@ -37,6 +37,18 @@ def load_now():
 def note_walked(n: int) -> None:
     """Count the bytes this process's batch passes have walked (auto switches to numba past AUTO_AFTER)."""
     _walked[0] += n
+
+
+AUTO_UPFRONT = 512 << 20
+
+
+def expect(nbytes: int) -> None:
+    """A pass that knows it will walk about `nbytes` in this process (verify: its share of the store) lets auto
+    decide up front: from AUTO_UPFRONT on, numba is loaded now (in the parent, before workers fork: they inherit
+    it), as it pays back its ~0.5 CPU s load after about half a GiB of verify's per-record work."""
+    if nbytes >= AUTO_UPFRONT and requested() == "auto" and _walked[0] < AUTO_AFTER:
+        _walked[0] = AUTO_AFTER
+        walk_kernel()
 
 
 def requested() -> str:
@@ -104,16 +116,6 @@ def walk_kernel():
         raise UsageError(_NEEDS_NUMBA, field=ENV)
     _loaded[want] = k
     return k
-
-
-def before_fork(nbytes: int) -> None:
-    """A parent about to fork workers that together walk `nbytes`: under auto, when that is past AUTO_AFTER,
-    load the compiled kernel here, once, so that every forked worker inherits it and uses it from its first
-    window (each worker alone walks too little to load it, and N loads would cost N x ~0.7 CPU s)."""
-    if requested() == "auto" and nbytes >= AUTO_AFTER and _walked[0] < AUTO_AFTER:
-        _walked[0] = AUTO_AFTER
-        if walk_kernel() is not None:
-            dispatch_kernel()
 
 
 def dispatch_kernel():

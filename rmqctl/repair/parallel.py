@@ -339,9 +339,6 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
         return
     global _SPEC
     _SPEC = {"visited": visited, "sink": sink, "kw": kw}
-    from rmqctl.kernels import before_fork
-
-    before_fork(sum(limit - pos for _f, pos, limit in visited))
     tasks = _tasks(visited, range_bytes())
     ahead = 2 * jobs
     pool = mp.get_context("fork").Pool(jobs)
