@@ -384,13 +384,6 @@ class Dataset:
         return frame(self, flt, columns=columns if columns is not None else [
             c for c, _ in message_columns(None, self.opts.get("body", False))], engine="arrow")
 
-    def sink(self, flt: Filter | None, sink, schema: str, columns=None):
-        """Task-side consumer of the messages, in the scan task itself: sink(split) gets every RecordBatch
-        of its split (add) and yields rows of `schema` at the end (partials(store)). Use inside run().
-        Only export's local Parquet writer takes this path (why: rmqctl.spark.api)."""
-        return self._frames(flt, message_columns(columns, self.opts.get("body", False)), schema, sink,
-                            self._accumulator())
-
     def _frames(self, flt, cols, schema, reducer, _acc):
         acc = _acc if _acc is not None else self._accumulator()
         cfg = {i.ref.name: i.config for i in self.stores}

@@ -10,9 +10,9 @@ Parquet to a local path (the common case): each Spark task writes its own part f
 from the Arrow batches it decoded (one per partition folder it meets, named after its split, so a
 retried task overwrites its own files) into <out>/_temporary/<run>/; once the driver has proved the
 scan exact the files move to <out>. The message bodies never cross into the JVM, so export scales
-with the cores: the one path that does not take read_commitlog's DataFrame (rmqctl.spark.api.frame)
-but the same scan tasks with a sink (why: rmqctl.spark.api). Other outputs (JSON Lines, Hadoop URIs,
---files) are that DataFrame written by Spark's writers.
+with the cores: the writer is the sink of read_commitlog's scan (rmqctl.spark.api.frame), not a
+stage after its DataFrame (why: rmqctl.spark.api). Other outputs (JSON Lines, Hadoop URIs, --files)
+are that DataFrame written by Spark's writers.
 
 Incremental export (`state=`, the CLI's --from-offsets FILE): the run starts each store's commitlog
 where the state file says the previous run stopped, adds its files next to the earlier ones (new
@@ -267,6 +267,7 @@ def _export_parquet_direct(ds, out: str, flt, overwrite: bool, cols, partition_b
     import shutil
     import time
 
+    from rmqctl.spark.api import frame
 
     if os.path.exists(out) and overwrite:
         shutil.rmtree(out)
@@ -276,10 +277,10 @@ def _export_parquet_direct(ds, out: str, flt, overwrite: bool, cols, partition_b
         staging = os.path.join(out, "_temporary", str(ds.runs))
         shutil.rmtree(os.path.join(out, "_temporary"), ignore_errors=True)   # an earlier, inexact run
         os.makedirs(staging)
-        # not frame().mapInArrow(writer): the bodies would go into the JVM and back, 2.5x the CPU
-        # (rmqctl.spark.api); the writer is the scan task's sink instead, over the same splits and rows
-        rows = ds.sink(flt or None, lambda split: _PartWriter(staging, split.id, partition_by),
-                       "path string, rows bigint", columns=[c for c, _ in cols]).collect()
+        # read_commitlog's scan with the part writer as its sink, not frame().mapInArrow(writer): the
+        # bodies would go into the JVM and back, 2.5x the CPU (rmqctl.spark.api)
+        rows = frame(ds, flt or None, columns=[c for c, _ in cols], sink=lambda split: _PartWriter(
+            staging, split.id, partition_by), sink_schema="path string, rows bigint").collect()
         return staging, sorted(r.path for r in rows if r.path)
 
     staging, parts = ds.run(action)
