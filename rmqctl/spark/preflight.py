@@ -21,7 +21,8 @@ The probe is one RpcRequest frame (Spark's network protocol: 8-byte frame length
 request id, body length, then a RequestMessage: no sender, the receiver's address and endpoint name,
 a Java-serialized String) to an endpoint name that does not exist. Spark's dispatcher answers it
 with an RpcFailure frame (type 5, "Could not find rmqctl-probe.") carrying our request id, and logs
-nothing -- seen on standalone masters of pyspark 3.5.0 and 4.3.0 in 10-70 ms. (Addressed to the
+nothing -- seen on standalone masters of pyspark 3.5.0 and 4.3.0 in 10-70 ms. A master with
+spark.authenticate answers with an RpcFailure too ("Expected SaslMessage"), and logs it as an error. (Addressed to the
 "Master" endpoint it would tell a master from a worker, but the master then logs an ERROR with a
 stack for every run: not done.)
 """
@@ -140,6 +141,15 @@ def _probe_one(host: str, port: int, spark: bool, deadline: float) -> str | None
                     raise TimeoutError
                 s.settimeout(left)
                 more = s.recv(64)
+                if not more:
+                    break
+                got += more
+            # read the rest of the answer (a few KiB: the failure's stack trace): closing with unread
+            # bytes would reset the connection, which the master logs as a warning with a stack
+            want = min(int.from_bytes(got[:8], "big"), 1 << 16) if len(got) >= 8 else 0
+            while len(got) < want:
+                s.settimeout(max(0.05, min(1.0, deadline - time.monotonic())))
+                more = s.recv(want - len(got))
                 if not more:
                     break
                 got += more
