@@ -374,15 +374,13 @@ class Dataset:
         return rdd.mapPartitions(lambda it: _task(it, acc, opts, kind, cfg, flt))
 
     def messages(self, flt: Filter | None = None, *, columns=None):
-        """The messages DataFrame (rmqctl.spark.api.frame, mapInArrow): decoded by the batch kernel and
-        handed to Spark as Arrow RecordBatches. `columns`: names to build (a subset, in that order, of
-        the schema plus the derived EXTRA_COLUMNS) -- unbuilt columns cost nothing. Inside run() the
-        scan is proved equal to a sequential walk (and rerun when it is not); outside run() it is a
-        plain DataFrame over the planned splits, whose statuses nobody checks."""
-        from rmqctl.spark.api import frame
-
-        return frame(self, flt, columns=columns if columns is not None else [
-            c for c, _ in message_columns(None, self.opts.get("body", False))], engine="arrow")
+        """The messages DataFrame (what rmqctl.spark.api.frame(engine="arrow") gives): decoded by the batch
+        kernel and handed to Spark as Arrow RecordBatches (mapInArrow). `columns`: names to build (a
+        subset, in that order, of the schema plus the derived EXTRA_COLUMNS) -- unbuilt columns cost
+        nothing. Inside run() the scan is proved equal to a sequential walk (and rerun when it is not);
+        outside run() it is a plain DataFrame over the planned splits, whose statuses nobody checks."""
+        cols = message_columns(columns, self.opts.get("body", False))
+        return self._frames(flt, cols, ddl(cols), None, self._accumulator())
 
     def _frames(self, flt, cols, schema, reducer, _acc):
         acc = _acc if _acc is not None else self._accumulator()
