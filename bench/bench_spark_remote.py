@@ -4,9 +4,13 @@ A store of two 1 GiB commitlog files (bench/gen_commitlog.py; kept out of git, u
 to a MiniDFSCluster on 127.0.0.1; `rmqctl stats` then reads it through hdfs:// (WebHDFS byte ranges,
 staged per split) with local[1] and local[2], and the same store from the local disk (pread) for
 comparison. Peak executor memory is the largest VmRSS seen in any Python worker process (pyspark.daemon
-and its forks) under the run, sampled every 20 ms, plus their VmHWM when last seen.
+and its forks) under the run, sampled every 20 ms, plus their VmHWM when last seen; CPU seconds are the
+user + sys of the whole command (rmqctl, the JVM, its Python workers), summed over every process seen.
+`--split-sizes` runs the HDFS read once per split size (bytes, or 64M, 1G...) to show the worker peak
+against its bound: at most 2 x the split size + a fixed cost (stated in bench/README.md).
 
     python bench/bench_spark_remote.py --work /tmp/rmqctl-bench-remote [--gib 2] [--masters local[1],local[2]]
+    python bench/bench_spark_remote.py --masters local[1] --split-sizes 64M,256M,1G
 """
 from __future__ import annotations
 
@@ -62,12 +66,19 @@ def _is_python_worker(pid: int) -> bool:
 def measure(cmd: list[str], env: dict) -> dict:
     t0 = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    peak = {"rss": 0, "hwm": 0, "workers": set()}
+    peak = {"rss": 0, "hwm": 0, "workers": set(), "cpu": {}}
     done = threading.Event()
+    tck = os.sysconf("SC_CLK_TCK")
 
     def sample():
         while not done.is_set():
-            for pid in _descendants(p.pid):
+            for pid in _descendants(p.pid) | {p.pid}:
+                try:
+                    st = open(f"/proc/{pid}/stat", "rb").read()
+                    f = st[st.rindex(b")") + 2:].split()
+                    peak["cpu"][pid] = (int(f[11]) + int(f[12])) / tck
+                except (OSError, ValueError, IndexError):
+                    pass
                 if _is_python_worker(pid):
                     peak["workers"].add(pid)
                     peak["rss"] = max(peak["rss"], _status_kb(pid, "VmRSS"))
@@ -84,7 +95,13 @@ def measure(cmd: list[str], env: dict) -> dict:
     res = json.loads(out)
     return {"seconds": round(time.time() - t0, 1), "messages": res["totals"]["messages"],
             "worker_rss_mib": round(peak["rss"] / 1024, 1), "worker_hwm_mib": round(peak["hwm"] / 1024, 1),
-            "python_workers": len(peak["workers"])}
+            "python_workers": len(peak["workers"]), "cpu_seconds": round(sum(peak["cpu"].values()), 1)}
+
+
+def _bytes(v: str) -> int:
+    v = v.strip().upper()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(v[-1:], 1)
+    return int(v[:-1] if mult > 1 else v) * mult
 
 
 def main():
@@ -93,6 +110,8 @@ def main():
     ap.add_argument("--gib", type=int, default=2)
     ap.add_argument("--masters", default="local[1],local[2]")
     ap.add_argument("--split-size", type=int, default=None)
+    ap.add_argument("--split-sizes", default=None, help="comma list: one HDFS run per split size (64M, 1G...)")
+    ap.add_argument("--no-local", action="store_true", help="skip the local-disk (pread) rows")
     a = ap.parse_args()
     store = a.work / "store"
     if not (store / "commitlog").is_dir():
@@ -106,18 +125,25 @@ def main():
         sent = sum(h.put_file(f"/bench/store/commitlog/{f.name}", f) for f in files)
         print(f"uploaded {sent / (1 << 30):.2f} GiB in {time.time() - t0:.0f} s ({len(files)} files)", flush=True)
         env = dict(os.environ, RMQCTL_WEBHDFS_ADDRESS=h.http, NO_COLOR="1")
-        extra = ["--split-size", str(a.split_size)] if a.split_size else []
+        sizes = [_bytes(x) for x in a.split_sizes.split(",")] if a.split_sizes else [a.split_size]
         rows = []
         for master in a.masters.split(","):
-            for label, uri in (("hdfs (ranged)", f"{h.rpc}/bench/store"), ("local (pread)", str(store))):
-                cmd = [sys.executable, "-m", "rmqctl", "stats", f"bench={uri}", "--master", master, "--json", *extra]
-                r = measure(cmd, env)
-                rows.append({"master": master, "store": label, **r})
-                print(json.dumps(rows[-1]), flush=True)
-    print("\nmaster      store           seconds  messages   worker peak RSS MiB (VmRSS / VmHWM)")
+            for size in sizes:
+                extra = ["--split-size", str(size)] if size else []
+                runs = [("hdfs (ranged)", f"{h.rpc}/bench/store")]
+                if not a.no_local and size == sizes[0]:
+                    runs.append(("local (pread)", str(store)))
+                for label, uri in runs:
+                    cmd = [sys.executable, "-m", "rmqctl", "stats", f"bench={uri}", "--master", master, "--json",
+                           *extra]
+                    r = measure(cmd, env)
+                    rows.append({"master": master, "store": label, "split_mib": round(size / 2**20) if size else None,
+                                 **r})
+                    print(json.dumps(rows[-1]), flush=True)
+    print("\nmaster      store           split MiB  seconds  CPU s  messages   worker peak RSS MiB (VmRSS / VmHWM)")
     for r in rows:
-        print(f"{r['master']:<11} {r['store']:<15} {r['seconds']:>7} {r['messages']:>9}   "
-              f"{r['worker_rss_mib']:>7} / {r['worker_hwm_mib']}")
+        print(f"{r['master']:<11} {r['store']:<15} {str(r['split_mib'] or 'auto'):>9} {r['seconds']:>8} "
+              f"{r['cpu_seconds']:>6} {r['messages']:>9}   {r['worker_rss_mib']:>7} / {r['worker_hwm_mib']}")
 
 
 if __name__ == "__main__":

@@ -70,18 +70,16 @@ def _store_refs(stores):
 
 
 def _dataset(ctx, stores, master, io, split_size, broker_config, no_crc, body=False, conf=None):
-    from rmqctl.spark.dataset import Dataset
+    """The stores opened as read_commitlog opens them (rmqctl.spark.api.open_dataset), after the checks."""
+    from rmqctl.spark.api import open_dataset
     from rmqctl.spark.preflight import start_session
 
-    refs = _store_refs(stores)
-    base = None
-    if broker_config:
-        from rmqctl.store.config import StoreConfig
-
-        base = StoreConfig.from_file(broker_config)
+    _store_refs(stores)
+    base = _base_config(broker_config)
     verbose = (ctx.obj or {}).get("verbose", 0) if ctx.obj else 0
     spark = start_session(master, verbose=verbose, conf=conf)     # probes a spark:// master first
-    ds = Dataset.open(spark, refs, config=base, io=io, split_size=split_size, check_crc=not no_crc, body=body)
+    ds = open_dataset(spark, stores, broker_config=base, io=io, split_size=split_size, check_crc=not no_crc,
+                      body=body)
     for info in ds.stores:      # a Hadoop URI can only be listed once the session is up
         if info.ref.local is None and not info.files and info.consumer_offsets is None:
             from rmqctl.errors import IOFailure

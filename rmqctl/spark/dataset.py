@@ -322,6 +322,7 @@ class Dataset:
     last_summary: dict = field(default_factory=dict)
     runs: int = 0
     rows: int = 0          # message rows yielded by the last (exact) run, after filters
+    running: bool = False  # inside run(): frames report their split statuses to its proof
 
     @classmethod
     def open(cls, spark, refs, *, config=None, io="auto", split_size=None, check_crc=True, body=False):
@@ -372,19 +373,14 @@ class Dataset:
         flt = flt if flt else None
         return rdd.mapPartitions(lambda it: _task(it, acc, opts, kind, cfg, flt))
 
-    def messages(self, flt: Filter | None = None, *, columns=None, _acc=None):
-        """The messages DataFrame (see the module docstring), decoded by the batch kernel and handed to
-        Spark as Arrow RecordBatches (mapInArrow). `columns`: names to build (a subset, in that order,
-        of the schema plus the derived EXTRA_COLUMNS) -- unbuilt columns cost nothing. Inside run() the
-        scan is proved equal to a sequential walk (and rerun when it is not); outside run() it is a
-        plain DataFrame over the planned splits, whose statuses nobody checks."""
+    def messages(self, flt: Filter | None = None, *, columns=None):
+        """The messages DataFrame (what rmqctl.spark.api.frame(engine="arrow") gives): decoded by the batch
+        kernel and handed to Spark as Arrow RecordBatches (mapInArrow). `columns`: names to build (a
+        subset, in that order, of the schema plus the derived EXTRA_COLUMNS) -- unbuilt columns cost
+        nothing. Inside run() the scan is proved equal to a sequential walk (and rerun when it is not);
+        outside run() it is a plain DataFrame over the planned splits, whose statuses nobody checks."""
         cols = message_columns(columns, self.opts.get("body", False))
-        return self._frames(flt, cols, ddl(cols), None, _acc)
-
-    def reduce(self, flt: Filter | None, reducer, schema: str, columns=None):
-        """Generic task-side consumer of the messages: reducer(split) gets every RecordBatch of its
-        split (add) and yields rows of `schema` at the end (partials(store)). Use inside run()."""
-        return self._frames(flt, message_columns(columns, self.opts.get("body", False)), schema, reducer, None)
+        return self._frames(flt, cols, ddl(cols), None, self._accumulator())
 
     def _frames(self, flt, cols, schema, reducer, _acc):
         acc = _acc if _acc is not None else self._accumulator()
@@ -420,8 +416,12 @@ class Dataset:
         while True:
             self._acc = self.spark.sparkContext.accumulator({}, _status_param())
             self.runs += 1
-            with _Progress(self.spark, self.total_bytes, enabled=progress):
-                result = action(self)
+            self.running = True
+            try:
+                with _Progress(self.spark, self.total_bytes, enabled=progress):
+                    result = action(self)
+            finally:
+                self.running = False
             statuses: dict[int, SplitStatus] = self._acc.value
             exact, fixed, summary = resolve(self.plan, statuses)
             self.last_summary = summary
