@@ -146,6 +146,19 @@ class IndexFileBuilder:
             return
         assert k <= self.room
         n0 = self.index_count
+        from rmqctl.repair.vecdispatch import rebuild_kernel
+
+        nb = rebuild_kernel()
+        if nb is not None:
+            # the same putKey run compiled (rmqctl.kernels.rebuild_nb.put_keys): one pass in item order
+            b0 = self.begin_ts
+            if n0 <= 1:
+                self.begin_phy, self.begin_ts = int(phy[0]), int(ts[0])
+            out, added = nb.put_keys(self.slots, self.S, h, phy, ts, n0, b0, self.begin_ts)
+            self.hash_slot_count += added
+            self._buf.append(out.tobytes())
+            self._after_put(k, phy, ts)
+            return
         nums = n0 + np.arange(k, dtype=np.int64)
         slot = h % self.S
         order = np.argsort(slot, kind="stable")
@@ -172,8 +185,11 @@ class IndexFileBuilder:
         items = np.empty(k, _ITEM_DT)
         items["h"], items["phy"], items["diff"], items["pre"] = h, phy, d, pre
         self._buf.append(items.tobytes())
+        self._after_put(k, phy, ts)
+
+    def _after_put(self, k, phy, ts) -> None:
         self._buf_items += k
-        self.index_count = n0 + k
+        self.index_count += k
         self.end_phy, self.end_ts = int(phy[-1]), int(ts[-1])
         if self._buf_items >= _ITEM_BUF:
             self._flush_items()
