@@ -22,6 +22,27 @@ _M32 = np.uint64(0xFFFFFFFF)
 # topics: records numbered by their topic bytes (exact: a hash finds candidates, the bytes decide).
 
 @njit(cache=True, nogil=True)
+def _fold(buf, v, s, L):
+    """Java's hash step h = 31 h + c over buf[s:s+L] from v, mod 2^64 (so mod 2^32 too), four bytes per
+    step (the multiplications of a step are independent); and the OR of the bytes (ASCII when < 128)."""
+    e = s + L
+    p = s
+    hi = 0
+    while p + 4 <= e:
+        c0, c1, c2, c3 = buf[p], buf[p + 1], buf[p + 2], buf[p + 3]
+        v = v * np.uint64(923521) + (np.uint64(c0) * np.uint64(29791) + np.uint64(c1) * np.uint64(961)
+                                     + np.uint64(c2) * np.uint64(31) + np.uint64(c3))
+        hi |= c0 | c1 | c2 | c3
+        p += 4
+    while p < e:
+        c = buf[p]
+        v = v * np.uint64(31) + np.uint64(c)
+        hi |= c
+        p += 1
+    return v, hi
+
+
+@njit(cache=True, nogil=True)
 def _same(buf, a, b, L):
     for j in range(L):
         if buf[a + j] != buf[b + j]:
@@ -58,12 +79,7 @@ def _scan(buf, rel, plen, pats, pat_off, has, vs, vl, h0, ok0, trel, tlen, local
                         break
             s = t + 1
         if has[0, i]:
-            v = np.uint64(0)
-            hi = 0
-            for p in range(vs[0, i], vs[0, i] + vl[0, i]):
-                c = buf[p]
-                v = v * np.uint64(31) + np.uint64(c)      # mod 2^64, so mod 2^32 too
-                hi |= c
+            v, hi = _fold(buf, np.uint64(0), vs[0, i], vl[0, i])
             x = np.int64(v & np.uint64(0xFFFFFFFF))
             h0[i] = x - 4294967296 if x >= 2147483648 else x
             ok0[i] = hi < 128
@@ -139,12 +155,7 @@ def props_values(buf, rel, plen, names: tuple[bytes, ...]):
 
 @njit(cache=True, nogil=True)
 def _hash_key(buf, th, s, L):
-    v = th
-    hi = 0
-    for p in range(s, s + L):
-        c = buf[p]
-        v = v * np.uint64(31) + np.uint64(c)          # mod 2^64, so mod 2^32 too
-        hi |= c
+    v, hi = _fold(buf, th, s, L)
     x = np.int64(v & np.uint64(0xFFFFFFFF))
     if x >= 2147483648:
         x -= 4294967296
@@ -246,3 +257,15 @@ def put_keys(slots: np.ndarray, S: int, h, phy, ts, n0: int, begin_ts0: int, beg
                       np.ascontiguousarray(ts, np.int64), np.int64(n0), np.int64(begin_ts0), np.int64(begin_ts1),
                       out) if k else 0
     return out, int(added)
+
+
+def warm() -> None:
+    """Load (or compile, the first time) every function here on tiny inputs: a parent calls it before its
+    workers fork, so they inherit the machine code instead of each loading it."""
+    b = np.zeros(16, np.uint8)
+    z = np.zeros(1, np.int64)
+    one = np.ones(1, np.int64)
+    Scan(b, z, z, z, one, (b"TAGS",))
+    index_items(b, z, np.ones(1, np.bool_), np.ones(1, np.bool_), z, z, np.ones(1, np.bool_), z, one,
+                np.zeros(1, np.uint64))
+    put_keys(np.zeros(4, np.int32), 4, z, z, z, 1, 0, 0)

@@ -56,6 +56,7 @@ def batches(store, files, start=None, end=None, *, check_crc=True, check_phys=Tr
     from rmqctl.scanvec import WINDOW
 
     fsize = store.config.commitlog_file_size
+    expect_walk(store, files, start, end)
     buf = bytearray(WINDOW) if reuse else None
     for f in files:
         if end is not None and f.start >= end:
@@ -85,6 +86,26 @@ def batches(store, files, start=None, end=None, *, check_crc=True, check_phys=Tr
                 walk.ends.append(FileEnd(f, stop, n, last))
         if stop.kind != BLANK_RECORD:
             return
+
+
+# measured on 1 KiB messages: the compiled walk and dispatch save ~1 CPU s per GiB over numpy, numba's load
+# (cached kernels) costs ~0.3-0.6 CPU s: past this many bytes auto picks numba from the first window
+PAYS_AFTER = 512 << 20
+
+
+def expect_walk(store, files, start=None, end=None) -> None:
+    """Tell the kernel choice (RMQCTL_KERNEL=auto) how many bytes a pass over [start, end) will walk."""
+    from rmqctl.kernels import expect_walk as expect
+
+    fsize = store.config.commitlog_file_size
+    n = 0
+    for f in files:
+        lo = f.start if start is None else max(f.start, start)
+        hi = f.start + min(f.size, fsize)
+        if end is not None:
+            hi = min(hi, end)
+        n += max(0, hi - lo)
+    expect(n, PAYS_AFTER)
 
 
 # --------------------------------------------------------------------------------------------------
