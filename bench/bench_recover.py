@@ -111,6 +111,8 @@ def main():
         if label not in runs:
             order.append(label)
         runs.setdefault(label, []).append((secs, cpu, rss, note))
+        print(f"  {label}: {secs:.2f} s" + (f", CPU {cpu:.2f} s" if cpu is not None else "") + f", {rss // 1024} MiB",
+              file=sys.stderr, flush=True)
 
     def rmqctl(label, *args, abort=False, zero_ckpt=False, env=None):
         if zero_ckpt:

@@ -53,11 +53,10 @@ def batches(store, files, start=None, end=None, *, check_crc=True, check_phys=Tr
     after any other end; one FileEnd per visited file in walk.ends. reuse: every window is read into one
     buffer (no fresh pages per window), so a batch is valid only until the next one is asked for; every
     consumer here copies what it keeps."""
-    from rmqctl.scanvec import WINDOW
-
     fsize = store.config.commitlog_file_size
     expect_walk(store, files, start, end)
-    buf = bytearray(WINDOW) if reuse else None
+    window = window_size()
+    buf = bytearray(window) if reuse else None
     for f in files:
         if end is not None and f.start >= end:
             return
@@ -69,7 +68,7 @@ def batches(store, files, start=None, end=None, *, check_crc=True, check_phys=Tr
             if end is not None:
                 limit = min(limit, end - f.start)
             gen = walk_file(fd, f.start, f.size, pos, limit, check_crc=check_crc, check_phys=check_phys,
-                            check_prop_crc=check_prop_crc, path=str(f.path), buf=buf)
+                            check_prop_crc=check_prop_crc, path=str(f.path), buf=buf, window=window)
             n, last = 0, None
             while True:
                 try:
@@ -91,6 +90,18 @@ def batches(store, files, start=None, end=None, *, check_crc=True, check_phys=Tr
 # measured on 1 KiB messages: the compiled walk and dispatch save ~1 CPU s per GiB over numpy, numba's load
 # (cached kernels) costs ~0.3-0.6 CPU s: past this many bytes auto picks numba from the first window
 PAYS_AFTER = 512 << 20
+
+
+# the numba kernel walks and dispatches each window while it is still in the CPU's cache: 2 MiB windows
+# (measured per record: walk 300 -> 200 ns, properties pass 190 -> 130 ns against 8 MiB windows)
+NB_WINDOW = 2 << 20
+
+
+def window_size() -> int:
+    """The window a rebuild/recover walk reads at a time, for the kernel in use."""
+    from rmqctl.scanvec import WINDOW
+
+    return NB_WINDOW if rebuild_kernel() is not None else WINDOW
 
 
 def expect_walk(store, files, start=None, end=None) -> None:
