@@ -76,6 +76,8 @@ def main():
     ap.add_argument("--kernel", default="", help="comma list of RMQCTL_KERNEL values")
     ap.add_argument("--repeat", type=int, default=3, help="runs per row, alternated; the best is reported")
     ap.add_argument("--no-broker", action="store_true", help="rmqctl rows only (no Java)")
+    ap.add_argument("--baseline", default="", metavar="TREE",
+                    help="also run every rmqctl row from another checkout (PYTHONPATH=TREE), labelled [TREE's name]")
     ap.add_argument("--only", default="cq,index,recover,recover-ckpt",
                     help="comma list of rows: cq, index, recover (checkpoint zeroed), recover-ckpt (as checkpointed)")
     a = ap.parse_args()
@@ -156,11 +158,15 @@ def main():
     has_j = {c: rmqctl_has_option(list(c), "-j") for c in (("rebuild", "cq"), ("rebuild", "index"), ("recover",))}
     rows = [(("rebuild", "cq"), {}, "cq"), (("rebuild", "index"), {}, "index"),
             (("recover",), dict(abort=True, zero_ckpt=True), "recover"), (("recover",), dict(abort=True), "recover-ckpt")]
+    variants = kernel_envs(a.kernel)
+    if a.baseline:
+        tree = Path(a.baseline).resolve()
+        variants += [(f"{k} [{tree.name}]".strip(), {**e, "PYTHONPATH": str(tree)}) for k, e in variants]
     for _ in range(a.repeat):
         if use_broker:
             broker("broker abnormal, ckpt 0", zero_ckpt=True)      # the ceiling, first: every row is judged by it
             settle()
-        for klabel, env in kernel_envs(a.kernel):
+        for klabel, env in variants:
             for cmd, kw, key in rows:
                 if key not in only:
                     continue
