@@ -161,7 +161,9 @@ def main():
     variants = kernel_envs(a.kernel)
     if a.baseline:
         tree = Path(a.baseline).resolve()
-        variants += [(f"{k} [{tree.name}]".strip(), {**e, "PYTHONPATH": str(tree)}) for k, e in variants]
+        # PYTHONSAFEPATH: `python -m` must not put the working directory (maybe this tree) before TREE
+        variants += [(f"{k} [{tree.name}]".strip(), {**e, "PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"})
+                     for k, e in variants]
     for _ in range(a.repeat):
         if use_broker:
             broker("broker abnormal, ckpt 0", zero_ckpt=True)      # the ceiling, first: every row is judged by it

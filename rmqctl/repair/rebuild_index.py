@@ -219,7 +219,8 @@ class IndexFileBuilder:
             chunk = view[off:off + step]
             if chunk.nbytes and bytes(chunk).count(0) != chunk.nbytes:
                 os.pwrite(self._fd, chunk, pos + off)
-        os.fsync(self._fd)
+        # no fsync here: a staged file is fsynced by the journal when it is installed (journal.ops.install_file);
+        # one equal to the store's file is dropped unwritten, and a killed run rebuilds its staging anyway
         os.close(self._fd)
         self._fd = None
         self.slots = None
