@@ -157,7 +157,8 @@ def main():
     only = set(a.only.split(","))
     has_j = {c: rmqctl_has_option(list(c), "-j") for c in (("rebuild", "cq"), ("rebuild", "index"), ("recover",))}
     rows = [(("rebuild", "cq"), {}, "cq"), (("rebuild", "index"), {}, "index"),
-            (("recover",), dict(abort=True, zero_ckpt=True), "recover"), (("recover",), dict(abort=True), "recover-ckpt")]
+            (("recover",), dict(abort=True, zero_ckpt=True), "recover"),
+            (("recover",), dict(abort=True), "recover-ckpt")]
     variants = kernel_envs(a.kernel)
     if a.baseline:
         tree = Path(a.baseline).resolve()

@@ -164,7 +164,7 @@ def test_fixture_stores_numba_equals_numpy(tmp_path, fixture):
         F.torn_tail(root)
         assert F.tree_hashes(root) != before, "the damage was not injected"
     for what in ("cq", "index"):
-        _both(lambda t: _rebuild(root, conf, what, 1, t), tmp_path, records)
+        _both(lambda t, what=what: _rebuild(root, conf, what, 1, t), tmp_path, records)
     _both(lambda t: _recover(root, conf, 1, t), tmp_path, records)
 
 
@@ -179,8 +179,8 @@ def test_random_damaged_stores_numba_equals_numpy(tmp_path, monkeypatch, seed):
     assert (F.tree_hashes(root) != before) == (kind != "none"), "the damage was not injected"
     monkeypatch.setenv(P.SPLIT_ENV, str(rnd.choice([1000, 4096])))
     for what in ("cq", "index"):
-        _both(lambda t: _rebuild(root, conf, what, 1, t), tmp_path)
-        _both(lambda t: _rebuild(root, conf, what, 2, t), tmp_path, records=None)
+        _both(lambda t, what=what: _rebuild(root, conf, what, 1, t), tmp_path)
+        _both(lambda t, what=what: _rebuild(root, conf, what, 2, t), tmp_path, records=None)
     for kw in ({"from_start": True}, {"on_corruption": "quarantine"}, {}):
-        _both(lambda t: _recover(root, conf, 1, t, **kw), tmp_path)
-        _both(lambda t: _recover(root, conf, 2, t, **kw), tmp_path, records=None)
+        _both(lambda t, kw=kw: _recover(root, conf, 1, t, **kw), tmp_path)
+        _both(lambda t, kw=kw: _recover(root, conf, 2, t, **kw), tmp_path, records=None)
