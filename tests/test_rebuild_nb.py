@@ -184,3 +184,25 @@ def test_random_damaged_stores_numba_equals_numpy(tmp_path, monkeypatch, seed):
     for kw in ({"from_start": True}, {"on_corruption": "quarantine"}, {}):
         _both(lambda t, kw=kw: _recover(root, conf, 1, t, **kw), tmp_path)
         _both(lambda t, kw=kw: _recover(root, conf, 2, t, **kw), tmp_path, records=None)
+
+
+def test_auto_uses_the_compiled_dispatch_for_big_walks_only(tmp_path, monkeypatch):
+    """RMQCTL_KERNEL=auto: a rebuild/recover pass that will walk PAYS_AFTER bytes or more loads numba from its
+    first window; a smaller one stays on numpy (a small store never pays numba's load)."""
+    from rmqctl import kernels
+
+    fixture = next(p for p in FIX if p.name == "basic-multifile-v5")
+    F.copy_store(fixture, tmp_path / "f")
+    root, conf = tmp_path / "f" / "store", tmp_path / "f" / "manifest.json"
+    monkeypatch.setenv("RMQCTL_KERNEL", "auto")
+    for pays_after, compiled in ((1 << 40, False), (1, True)):
+        monkeypatch.setattr(kernels, "_walked", [0])
+        monkeypatch.setattr(kernels, "_loaded", {})
+        monkeypatch.setattr(VD, "PAYS_AFTER", pays_after)
+        _Counted.made = 0
+        d = tmp_path / f"auto-{pays_after}"
+        d.mkdir()
+        with mock.patch.object(rebuild_nb, "Scan", _Counted):
+            _rebuild(root, conf, "index", 1, d)
+        assert (_Counted.made > 0) == compiled
+        assert kernels.name() == ("numba" if compiled else "numpy")
