@@ -251,10 +251,13 @@ def rebuild_kernel():
 
 def props_of(batch):
     """The batch's properties (Props, or PropsNB with the numba kernel), made once per batch."""
-    p = batch.__dict__.get("_props")
+    d = getattr(batch, "__dict__", None)        # None: a batch type without a __dict__ (no caching)
+    p = d.get("_props") if d is not None else None
     if p is None:
         nb = rebuild_kernel()
-        p = batch.__dict__["_props"] = PropsNB(batch, nb) if nb is not None else Props(batch)
+        p = PropsNB(batch, nb) if nb is not None else Props(batch)
+        if d is not None:
+            d["_props"] = p
     return p
 
 
