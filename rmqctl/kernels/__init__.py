@@ -133,3 +133,20 @@ def dispatch_kernel():
 def name() -> str:
     """The kernel a batch pass uses now: 'numba' or 'numpy'."""
     return "numpy" if walk_kernel() is None else "numba"
+
+
+def expect_walk(n: int, pays_after: int) -> None:
+    """A pass about to walk n bytes, whose compiled path pays numba's load back after `pays_after` bytes
+    (rebuild and recover, whose dispatch is compiled too: rmqctl.kernels.rebuild_nb), lets auto use numba
+    from its first window. The kernel loads here, before any worker forks (workers inherit it)."""
+    if n >= pays_after and requested() == "auto" and _walked[0] < AUTO_AFTER:
+        _walked[0] = AUTO_AFTER
+        import gc
+
+        was = gc.isenabled()
+        gc.disable()        # numba's import makes ~10^5 objects: the collector's passes cost ~15 % of the load
+        try:
+            walk_kernel()
+        finally:
+            if was:
+                gc.enable()

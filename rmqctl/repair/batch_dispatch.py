@@ -80,7 +80,7 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
             rows = skip.drop(rows, tids, topics)
         multi = None
         if len(rows) and _may_multi_dispatch(bt) and D.multi_dispatch_on(store.config):
-            props = VD.Props(bt)
+            props = VD.props_of(bt)
             multi = VD.multi_targets(bt, props, rows, tids, topics, D.lmq_on(store.config))
         if multi is not None:
             _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, staging, topic, queue, create)
@@ -108,7 +108,7 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                     if not len(sel):
                         continue
                 if props is None:
-                    props = VD.Props(bt)
+                    props = VD.props_of(bt)
                 codes = VD.tags_codes(bt, props, tids, topics, delay, sel)
                 if getattr(st, "batch_cq", False):
                     st.put_rows(bt, props, sel, codes, fillers)   # one 46-byte unit per record
@@ -129,7 +129,7 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                 rows = skip.drop(rows, tids, topics)
         if i0 < len(offs) and len(rows):
             if props is None:
-                props = VD.Props(bt)
+                props = VD.props_of(bt)
             item_row, item_hash = VD.index_items(bt, props, tids, topics, rows)
             rebuilder.dispatch_many(offs[rows], bt.store_timestamp[rows], item_row, item_hash)
 
@@ -138,12 +138,16 @@ def _may_multi_dispatch(bt) -> bool:
     """Whether any record may carry multi-dispatch offsets, a prefilter before VD.multi_targets: the numba
     kernel searches the properties fields only (where VD.multi_targets looks), the numpy one the window."""
     from rmqctl.kernels import dispatch_kernel
+    from rmqctl.repair import vecdispatch as VD
 
     nbk = dispatch_kernel()
     if nbk is None:
-        from rmqctl.repair import vecdispatch as VD
-
         return VD.has_multi_dispatch(bt)
+    props = VD.props_of(bt)
+    if isinstance(props, VD.PropsNB):
+        # the properties were read in place already: the records whose field names the offsets
+        # (VD.multi_targets looks at those only)
+        return bool(props.value(D.MULTI_OFFSET_PROPERTY[:-1])[0].any())
     import numpy as np
 
     return nbk.any_in_ranges(np.frombuffer(bt.raw, np.uint8), bt.props_rel, bt.props_length,

@@ -19,16 +19,19 @@ class DupInfo:
     def feed(self, b) -> None:
         import numpy as np
 
+        from rmqctl.repair import vecdispatch as VD
+
         n = len(b)
+        nb = VD.rebuild_kernel()
         raw = b.raw if hasattr(b.raw, "find") else bytes(b.raw)
-        if raw.find(self.NAME + b"\x01") < 0:
+        # the numba kernel reads the properties fields in place (shared with dispatch); numpy: a cheap
+        # search of the window before building Props
+        if nb is None and raw.find(self.NAME + b"\x01") < 0:
             self.missing += n
             if self.first_missing is None and n:
                 self.first_missing = int(b.offset[0])
             return
-        from rmqctl.repair import vecdispatch as VD
-
-        props = VD.Props(b)
+        props = VD.props_of(b) if nb is not None else VD.Props(b)
         has, vs, vl = props.value(self.NAME)
         k = int(has.sum())
         self.has += k

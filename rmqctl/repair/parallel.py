@@ -270,7 +270,8 @@ def _walk_range(task) -> RangeResult:
     import numpy as np
 
     from rmqctl.resync import first_record
-    from rmqctl.scanvec import WINDOW, walk_file
+    from rmqctl.repair.vecdispatch import window_size
+    from rmqctl.scanvec import walk_file
     from rmqctl.store.commitlog import open_ro
 
     fi, lo, hi, exact = task
@@ -284,10 +285,12 @@ def _walk_range(task) -> RangeResult:
         if res.begin is None:
             return res
         acc = sink.begin()
-        buf = _PROC.get((os.getpid(), "buf"))
+        window = window_size()
+        buf = _PROC.get((os.getpid(), "buf", window))
         if buf is None:
-            buf = _PROC[(os.getpid(), "buf")] = bytearray(WINDOW)    # one window buffer per process
-        gen = walk_file(fd, f.start, f.size, res.begin, limit, path=str(f.path), buf=buf, **spec["kw"])
+            buf = _PROC[(os.getpid(), "buf", window)] = bytearray(window)    # one window buffer per process
+        gen = walk_file(fd, f.start, f.size, res.begin, limit, path=str(f.path), buf=buf, window=window,
+                        **spec["kw"])
         bound = None if hi is None else f.start + hi
         while True:
             try:
@@ -337,6 +340,10 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
     visited = _visited(store, files, start, end)
     if not visited:
         return
+    vecdispatch.expect_walk(store, files, start, end)     # auto: numba loaded here, before the fork
+    nb = vecdispatch.rebuild_kernel()
+    if nb is not None:
+        nb.warm()           # the compiled dispatch loaded once, inherited by the workers
     global _SPEC
     _SPEC = {"visited": visited, "sink": sink, "kw": kw}
     tasks = _tasks(visited, range_bytes())

@@ -146,6 +146,19 @@ class IndexFileBuilder:
             return
         assert k <= self.room
         n0 = self.index_count
+        from rmqctl.repair.vecdispatch import rebuild_kernel
+
+        nb = rebuild_kernel()
+        if nb is not None:
+            # the same putKey run compiled (rmqctl.kernels.rebuild_nb.put_keys): one pass in item order
+            b0 = self.begin_ts
+            if n0 <= 1:
+                self.begin_phy, self.begin_ts = int(phy[0]), int(ts[0])
+            out, added = nb.put_keys(self.slots, self.S, h, phy, ts, n0, b0, self.begin_ts)
+            self.hash_slot_count += added
+            self._buf.append(out.tobytes())
+            self._after_put(k, phy, ts)
+            return
         nums = n0 + np.arange(k, dtype=np.int64)
         slot = h % self.S
         order = np.argsort(slot, kind="stable")
@@ -172,8 +185,11 @@ class IndexFileBuilder:
         items = np.empty(k, _ITEM_DT)
         items["h"], items["phy"], items["diff"], items["pre"] = h, phy, d, pre
         self._buf.append(items.tobytes())
+        self._after_put(k, phy, ts)
+
+    def _after_put(self, k, phy, ts) -> None:
         self._buf_items += k
-        self.index_count = n0 + k
+        self.index_count += k
         self.end_phy, self.end_ts = int(phy[-1]), int(ts[-1])
         if self._buf_items >= _ITEM_BUF:
             self._flush_items()
@@ -203,7 +219,8 @@ class IndexFileBuilder:
             chunk = view[off:off + step]
             if chunk.nbytes and bytes(chunk).count(0) != chunk.nbytes:
                 os.pwrite(self._fd, chunk, pos + off)
-        os.fsync(self._fd)
+        # no fsync here: a staged file is fsynced by the journal when it is installed (journal.ops.install_file);
+        # one equal to the store's file is dropped unwritten, and a killed run rebuilds its staging anyway
         os.close(self._fd)
         self._fd = None
         self.slots = None
