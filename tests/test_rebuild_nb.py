@@ -206,3 +206,29 @@ def test_auto_uses_the_compiled_dispatch_for_big_walks_only(tmp_path, monkeypatc
             _rebuild(root, conf, "index", 1, d)
         assert (_Counted.made > 0) == compiled
         assert kernels.name() == ("numba" if compiled else "numpy")
+
+
+def test_auto_with_jobs_decides_by_each_process_share(tmp_path, monkeypatch):
+    """-j N: the walk is shared, so auto loads numba in the parent only when each worker's share pays it back
+    (past PAYS_AFTER); the same walk in one process does load it."""
+    import json
+
+    from rmqctl import kernels
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    fixture = next(p for p in FIX if p.name == "basic-multifile-v5")
+    F.copy_store(fixture, tmp_path / "f")
+    cfg = json.loads((tmp_path / "f" / "manifest.json").read_text())["store_config"]
+    store = Store.open(tmp_path / "f" / "store", StoreConfig().with_values(cfg))
+    files = store.commitlog.files
+    fsize = store.config.commitlog_file_size
+    total = sum(min(f.size, fsize) for f in files)
+    assert total > 4
+    monkeypatch.setenv("RMQCTL_KERNEL", "auto")
+    monkeypatch.setattr(VD, "PAYS_AFTER", total // 2 + 1)
+    for jobs, compiled in ((2, False), (1, True)):
+        monkeypatch.setattr(kernels, "_walked", [0])
+        monkeypatch.setattr(kernels, "_loaded", {})
+        VD.expect_walk(store, files, jobs=jobs)
+        assert kernels.name() == ("numba" if compiled else "numpy")

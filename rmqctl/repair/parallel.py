@@ -340,7 +340,7 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
     visited = _visited(store, files, start, end)
     if not visited:
         return
-    vecdispatch.expect_walk(store, files, start, end)     # auto: numba loaded here, before the fork
+    vecdispatch.expect_walk(store, files, start, end, jobs)   # auto: numba loaded here, before the fork
     nb = vecdispatch.rebuild_kernel()
     if nb is not None:
         nb.warm()           # the compiled dispatch loaded once, inherited by the workers
