@@ -24,21 +24,12 @@ from rmqctl.repair import parallel as P
 from rmqctl.repair import vecdispatch as VD
 from rmqctl.repair.rebuild_index import IndexFileBuilder
 from test_parallel_repair import FIX, _damage, _rebuild, _recover, random_store
-from test_rebuild_vec import expected, fake_batch, raw_props, topic_st
+from test_rebuild_vec import dispatched, expected, fake_batch, raw_props, topic_st
 
 EXTRA = [b"TAGS", b"KEYS", b"UNIQ_KEY", b"DELAY", b"CLUSTER", b"TAG", b"INNER_MULTI_QUEUE_OFFSET", b"DUP_INFO"]
 
 
-def _dispatch(b, props, delay):
-    topics = VD.Topics()
-    tids = topics.of(b)
-    rows = np.arange(len(b.props_rel), dtype=np.int64)
-    tags = VD.tags_codes(b, props, tids, topics, delay, rows).tolist()
-    ir, ih = VD.index_items(b, props, tids, topics, rows)
-    keys = [[] for _ in rows]
-    for r, h in zip(ir.tolist(), ih.tolist()):
-        keys[r].append(h)
-    return [topics.names[i] for i in tids.tolist()], tags, keys
+_dispatch = dispatched
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

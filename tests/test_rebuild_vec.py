@@ -76,8 +76,9 @@ def expected(recs, b, delay):
     return tags, keys
 
 
-def got(b, delay):
-    props = VD.Props(b)
+def dispatched(b, props, delay):
+    """(topic names, TAGS codes, index key hashes per record) of one batch through the vectorised dispatch,
+    with `props` the batch's property reader (numpy or compiled)."""
     topics = VD.Topics()
     tids = topics.of(b)
     rows = np.arange(len(b.props_rel), dtype=np.int64)
@@ -86,7 +87,11 @@ def got(b, delay):
     keys = [[] for _ in rows]
     for r, h in zip(ir.tolist(), ih.tolist()):
         keys[r].append(h)
-    return tags, keys
+    return [topics.names[i] for i in tids.tolist()], tags, keys
+
+
+def got(b, delay):
+    return dispatched(b, VD.Props(b), delay)[1:]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

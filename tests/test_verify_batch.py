@@ -238,6 +238,26 @@ def test_equal_on_synthetic(synthetic):
     _check_root(synthetic, 32 * 1024, 64 * 20, DELAYS, pieces=(2, 3, 5, 11, 40))
 
 
+def damage(root: Path, cl_flips, cq_flips, cut: int, file_size: int = 32 * 1024) -> None:
+    """Flip bytes of the commitlog files ((file, position, xor) triples) and of the consume-queue files
+    ((position, xor) pairs), and zero the last commitlog file from `cut` on."""
+    files = sorted(p for p in (root / "commitlog").iterdir() if p.name.isdigit())
+    for fi, pos, x in cl_flips:
+        p = files[fi % len(files)]
+        data = bytearray(p.read_bytes())
+        data[pos % len(data)] ^= x
+        p.write_bytes(bytes(data))
+    cqs = sorted(p for p in (root / "consumequeue").rglob("0*") if p.is_file())
+    for pos, x in cq_flips:
+        p = cqs[pos % len(cqs)]
+        data = bytearray(p.read_bytes())
+        if data:
+            data[pos % len(data)] ^= x
+            p.write_bytes(bytes(data))
+    last = files[-1]
+    last.write_bytes(last.read_bytes()[:cut] + bytes(file_size - cut))
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 32 * 1024 - 1), st.integers(1, 255)), max_size=6),
        st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=4),
@@ -245,21 +265,7 @@ def test_equal_on_synthetic(synthetic):
 def test_equal_under_damage(synthetic, cl_flips, cq_flips, cut, pieces):
     with tempfile.TemporaryDirectory() as d:
         root = Path(shutil.copytree(synthetic, Path(d) / "store"))
-        files = sorted(p for p in (root / "commitlog").iterdir() if p.name.isdigit())
-        for fi, pos, x in cl_flips:
-            p = files[fi % len(files)]
-            data = bytearray(p.read_bytes())
-            data[pos % len(data)] ^= x
-            p.write_bytes(bytes(data))
-        cqs = sorted(p for p in (root / "consumequeue").rglob("0*") if p.is_file())
-        for pos, x in cq_flips:
-            p = cqs[pos % len(cqs)]
-            data = bytearray(p.read_bytes())
-            if data:
-                data[pos % len(data)] ^= x
-                p.write_bytes(bytes(data))
-        last = files[-1]
-        last.write_bytes(last.read_bytes()[:cut] + bytes(32 * 1024 - cut))   # zero the tail from `cut`
+        damage(root, cl_flips, cq_flips, cut)
         _check_root(root, 32 * 1024, 64 * 20, DELAYS, pieces=(pieces,))
 
 

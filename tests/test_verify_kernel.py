@@ -21,7 +21,7 @@ from oracle_helpers import fixture_dirs, load_manifest
 from rmqctl import kernels
 from rmqctl.check import commitlog as clc
 from rmqctl.check import commitlog_batch as cb
-from test_verify_batch import DELAYS, EDITS, _contexts, _edit_props, _ranges, _view
+from test_verify_batch import DELAYS, EDITS, _contexts, _edit_props, _ranges, _view, damage
 
 
 def _results(root: Path, file_size: int, cq_file_size: int, delay_levels=(), pieces=(3,)):
@@ -87,21 +87,7 @@ def synthetic(tmp_path_factory) -> Path:
 def test_equal_under_damage(synthetic, monkeypatch, cl_flips, cq_flips, cut, pieces, window):
     with tempfile.TemporaryDirectory() as d:
         root = Path(shutil.copytree(synthetic, Path(d) / "store"))
-        files = sorted(p for p in (root / "commitlog").iterdir() if p.name.isdigit())
-        for fi, pos, x in cl_flips:
-            p = files[fi % len(files)]
-            data = bytearray(p.read_bytes())
-            data[pos % len(data)] ^= x
-            p.write_bytes(bytes(data))
-        cqs = sorted(p for p in (root / "consumequeue").rglob("0*") if p.is_file())
-        for pos, x in cq_flips:
-            p = cqs[pos % len(cqs)]
-            data = bytearray(p.read_bytes())
-            if data:
-                data[pos % len(data)] ^= x
-                p.write_bytes(bytes(data))
-        last = files[-1]
-        last.write_bytes(last.read_bytes()[:cut] + bytes(32 * 1024 - cut))
+        damage(root, cl_flips, cq_flips, cut)
         got, want = _both(monkeypatch, root, 32 * 1024, 64 * 20, DELAYS, pieces=(pieces,), window=window)
         assert got == want
 
