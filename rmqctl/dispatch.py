@@ -7,6 +7,9 @@ from rmqctl.formats import commitlog as cl
 from rmqctl.formats import properties as P
 from rmqctl.formats.index import java_string_hash
 
+# a sentinel no tagsCode can be (those are int32): the batch checks' "parse this record's TAGS the slow way"
+UNDECODABLE = -(1 << 62)
+
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 RETRY_PREFIX, DLQ_PREFIX, LMQ_PREFIX, SYS_PREFIX = "%RETRY%", "%DLQ%", "%LMQ%", "rmq_sys_"
 # the bytes that open a multi-dispatch offsets property: a cheap search before parsing properties

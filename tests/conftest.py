@@ -71,6 +71,17 @@ def pytest_runtest_protocol(item, nextitem):
         _RUNNING["item"] = None
 
 
+@pytest.fixture(autouse=True)
+def _fresh_kernel_choice(monkeypatch):
+    """Each test starts with the record-kernel choice of a fresh process: RMQCTL_KERNEL=auto counts the bytes a
+    process walked, and a long dump switches it for the rest of the process (kernels.load_now); commands run
+    in-process by earlier tests must not decide for later ones. The loaded kernels stay cached."""
+    from rmqctl import kernels
+
+    monkeypatch.setattr(kernels, "_walked", [0])
+    monkeypatch.setattr(kernels, "_eager", [False])
+
+
 def writable_store(dest: Path, name: str = "basic-multifile-v5") -> Path:
     """A copy of fixture store `name` at `dest`, owner-writable throughout (the committed files may not be)."""
     import shutil

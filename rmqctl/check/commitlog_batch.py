@@ -13,14 +13,13 @@ from rmqctl.check.cq_units import CQ_CHUNK_UNITS, CqReader, pread_or_empty
 from rmqctl.check.findings import ERROR, Finding
 from rmqctl.check.interner import Interner
 from rmqctl.dispatch import MULTI_OFFSET_PROPERTY as _MULTI_OFFSET
-from rmqctl.dispatch import SCHEDULE_TOPIC, lmq_targets, tags_code
+from rmqctl.dispatch import SCHEDULE_TOPIC, UNDECODABLE, lmq_targets, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.consumequeue import UNIT_SIZE
 from rmqctl.formats.index import java_string_hash
 from rmqctl.formats.properties import parse_properties
 
 
-UNDECODABLE = -(1 << 62)   # never a tagsCode (those are int32)
 
 
 def utf8_ok(b: bytes) -> bool:

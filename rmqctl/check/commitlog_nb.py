@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rmqctl.check.commitlog_batch import UNDECODABLE
 from rmqctl.check.findings import ERROR, Finding
-from rmqctl.dispatch import SCHEDULE_TOPIC, tags_code
+from rmqctl.dispatch import SCHEDULE_TOPIC, UNDECODABLE, tags_code
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.consumequeue import UNIT_SIZE
 from rmqctl.formats.properties import parse_properties

@@ -130,6 +130,16 @@ def dispatch_kernel():
     return k
 
 
+def rebuild_kernel():
+    """rmqctl.kernels.rebuild_nb (the compiled rebuild/recover dispatch) when the numba kernel is in use, else
+    None."""
+    if dispatch_kernel() is None:
+        return None
+    from rmqctl.kernels import rebuild_nb
+
+    return rebuild_nb
+
+
 def name() -> str:
     """The kernel a batch pass uses now: 'numba' or 'numpy'."""
     return "numpy" if walk_kernel() is None else "numba"

@@ -146,7 +146,7 @@ class IndexFileBuilder:
             return
         assert k <= self.room
         n0 = self.index_count
-        from rmqctl.repair.vecdispatch import rebuild_kernel
+        from rmqctl.kernels import rebuild_kernel
 
         nb = rebuild_kernel()
         if nb is not None:

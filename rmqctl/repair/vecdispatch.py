@@ -242,13 +242,9 @@ class PropsNB:
 
 def rebuild_kernel():
     """rmqctl.kernels.rebuild_nb when the numba kernel is in use (RMQCTL_KERNEL), else None."""
-    from rmqctl.kernels import dispatch_kernel
+    from rmqctl.kernels import rebuild_kernel as k
 
-    if dispatch_kernel() is None:
-        return None
-    from rmqctl.kernels import rebuild_nb
-
-    return rebuild_nb
+    return k()
 
 
 def props_of(batch):
