@@ -287,3 +287,9 @@ def test_equal_under_damage_of_a_broker_written_store(monkeypatch, cl_flips, cq_
         got, want = _both(monkeypatch, root, sc["mappedFileSizeCommitLog"], sc["mappedFileSizeConsumeQueue"],
                           _delays(sc), pieces=(3,), window=window)
         assert got == want
+
+
+def test_a_queue_offset_damaged_past_int64_bytes(synthetic, monkeypatch):
+    """A flipped high byte of a QUEUEOFFSET (offset x 20 past 2^63) goes the unit-at-a-time way on the numba path
+    too (found by the test above: it raised OverflowError there)."""
+    test_equal_under_damage.hypothesis.inner_test(synthetic, monkeypatch, [(1, 20, 7)], [], 0, 2, 600)

@@ -141,8 +141,9 @@ def _compare(scan, st, bt, rec, flags, rtags, tn, g, qid, qoff, offs, tots) -> N
         q, lo, hi, c = int(order[x]), int(qmin[x]), int(qmax[x]), int(cnt[x])
         b0, b1 = lo * UNIT_SIZE, hi * UNIT_SIZE
         f0, f1 = b0 - b0 % cqfs, b1 - b1 % cqfs
-        if lo < 0 or f0 != f1 or hi - lo > 4 * c + 1024:
-            # negative, crossing a consume-queue file, or scattered offsets: one unit at a time
+        if lo < 0 or b1 >= 1 << 62 or f0 != f1 or hi - lo > 4 * c + 1024:
+            # negative or absurd (a damaged QUEUEOFFSET), crossing a consume-queue file, or scattered offsets:
+            # one unit at a time
             t, qi = scan.qkeys[q]
             topic = scan.topics[t]
             w_end[x] = -1
