@@ -312,13 +312,11 @@ EDITS = ["empty_segment", "non_ascii", "invalid_utf8", "no_final_separator", "ta
          "tags_invalid_utf8", "tags_empty", "topic_invalid_utf8"]
 
 
-@pytest.mark.parametrize("how", EDITS)
-@pytest.mark.parametrize("every", [1, 3])
-def test_equal_with_edited_properties(synthetic, tmp_path, how, every):
-    root = F.copy_store(synthetic, tmp_path / "store")
-    recs = F.commitlog_records(root, file_size=32 * 1024)
+def edited_copy(src: Path, dest: Path, how: str, every: int) -> Path:
+    """A copy of the synthetic store with the properties of every `every`-th record edited `how` (_edit_props)."""
+    root = F.copy_store(src, dest)
     by_file: dict = {}
-    for k, r in enumerate(recs):
+    for k, r in enumerate(F.commitlog_records(root, file_size=32 * 1024)):
         if k % every == 0:
             by_file.setdefault(r.path, []).append(r)
     for p, rs in by_file.items():
@@ -326,6 +324,13 @@ def test_equal_with_edited_properties(synthetic, tmp_path, how, every):
         for r in rs:
             _edit_props(data, r, how)
         p.write_bytes(bytes(data))
+    return root
+
+
+@pytest.mark.parametrize("how", EDITS)
+@pytest.mark.parametrize("every", [1, 3])
+def test_equal_with_edited_properties(synthetic, tmp_path, how, every):
+    root = edited_copy(synthetic, tmp_path / "store", how, every)
     _check_root(root, 32 * 1024, 64 * 20, DELAYS, pieces=(3, 17))
 
 

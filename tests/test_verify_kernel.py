@@ -21,7 +21,7 @@ from oracle_helpers import fixture_dirs, load_manifest
 from rmqctl import kernels
 from rmqctl.check import commitlog as clc
 from rmqctl.check import commitlog_batch as cb
-from test_verify_batch import DELAYS, EDITS, _contexts, _edit_props, _ranges, _view, damage
+from test_verify_batch import DELAYS, EDITS, _contexts, _ranges, _view, damage, edited_copy
 
 
 def _results(root: Path, file_size: int, cq_file_size: int, delay_levels=(), pieces=(3,)):
@@ -107,16 +107,7 @@ def test_equal_with_small_windows(synthetic, tmp_path, monkeypatch, window):
 
 @pytest.mark.parametrize("how", EDITS)
 def test_equal_with_edited_properties(synthetic, tmp_path, monkeypatch, how):
-    root = F.copy_store(synthetic, tmp_path / "store")
-    by_file: dict = {}
-    for k, r in enumerate(F.commitlog_records(root, file_size=32 * 1024)):
-        if k % 2 == 0:
-            by_file.setdefault(r.path, []).append(r)
-    for p, rs in by_file.items():
-        data = bytearray(p.read_bytes())
-        for r in rs:
-            _edit_props(data, r, how)
-        p.write_bytes(bytes(data))
+    root = edited_copy(synthetic, tmp_path / "store", how, 2)
     got, want = _both(monkeypatch, root, 32 * 1024, 64 * 20, DELAYS, pieces=(3, 17))
     assert got == want
     monkeypatch.setenv("RMQCTL_KERNEL", "numpy")
