@@ -418,20 +418,37 @@ def test_parallel_ranges_report_equals_one_process(synthetic, tmp_path, monkeypa
         fx = {p.name: p for p in FIXTURES}[name]
         src, cfg = fx / "store", load_manifest(fx)["store_config"]
     monkeypatch.setattr(run, "RANGE_BYTES", 3000)
-    for damaged in (False, True):
+    from rmqctl.check import index as ixc
+
+    in_parent = []
+    real_facts = ixc.index_file_facts
+    monkeypatch.setattr(ixc, "index_file_facts", lambda *a, **k: in_parent.append(a[0]) or real_facts(*a, **k))
+    for damaged in ("no", "record", "index"):
         root = F.copy_store(src, tmp_path / f"s{damaged}")
-        if damaged:
+        if damaged == "record":
             F.flip_body_bit(root, F.pick_record(root, body=True, file_size=cfg["mappedFileSizeCommitLog"]))
+        if damaged == "index":      # the header's endPhyOffset and the first item's keyHash
+            idx = sorted((root / "index").iterdir())[0]
+            data = bytearray(idx.read_bytes())
+            data[24:32] = (int.from_bytes(data[24:32], "big") + 1).to_bytes(8, "big")
+            item1 = 40 + 4 * cfg.get("maxHashSlotNum", 5_000_000) + 20
+            data[item1:item1 + 4] = (int.from_bytes(data[item1:item1 + 4], "big") ^ 1).to_bytes(4, "big")
+            idx.write_bytes(bytes(data))
 
         def report(jobs, root=root):  # called within this iteration only: bind this iteration's root
             store = Store.open(root, StoreConfig().with_values(cfg), check_supported=False)
+            in_parent.clear()
             rep = run.verify_store(store, jobs=jobs)
             rep.stats.pop("seconds")
             return [asdict(f) for f in rep.findings], rep.stats
 
         one = report(1)
+        assert in_parent        # -j 1: the index files are checked here
         assert report(2) == one
-        assert bool(damaged) == any(f["check"] == "commitlog.body_crc" for f in one[0])
+        assert not in_parent    # -j 2: beside the walk, in a worker
+        checks = {f["check"] for f in one[0]}
+        assert (damaged == "record") == ("commitlog.body_crc" in checks)
+        assert (damaged == "index") == ({"index.header_end_phy", "index.item_message"} <= checks), checks
 
 
 def reference_check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_min: int, cl_end: int,

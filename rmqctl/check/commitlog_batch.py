@@ -75,9 +75,12 @@ def preload() -> None:
     _nb_batch()
 
 
+CQ_CACHE_BYTES = 32 << 20     # consume-queue units read ahead, shared by the queues met so far (2x at most)
+CQ_AHEAD_MAX = 1 << 20
+
 # the numba path's window: 2 MiB stays in the L2/L3 caches from the walk to the checks after it (measured here:
 # 8 MiB 1.29, 2 MiB 1.13-1.19, 1 MiB 1.22-1.28, 512 KiB 1.40-1.45 CPU s on 1.23 GB; the numpy path wants 8)
-NB_WINDOW = 2 * 1024 * 1024
+NB_WINDOW = 4 * 1024 * 1024
 
 
 class JoinedProps:
@@ -158,6 +161,8 @@ class RangeScan:
         # tagsCode <= Integer.MIN_VALUE - 1 is an ext-file address only where consume-queue ext exists
         self.ext_floor = -2147483649 if os.path.isdir(os.path.join(ctx.root, "consumequeue_ext")) else None
         self.cq_cache: dict = {}          # queue number -> (cq file start, first byte pos, units array)
+        self.cq_cached = 0                # bytes held by cq_cache
+        self.windows_left = 1             # about how many windows of this range are still to come
         self.topic_interner = Interner()
         self.tb_tn: list = []             # topic-bytes id -> topic number
         self.tb_ok: list = []             # topic-bytes id -> valid UTF-8
@@ -206,6 +211,7 @@ class RangeScan:
                 if not last_range and w > bound - pos:
                     n = int(np.searchsorted(batch.rel, bound - pos))
                 if n:
+                    self.windows_left = 1 + ((limit if last_range else bound) - nxt) // w
                     self.batch(batch, n)
                 if n < len(batch):
                     res.handoff = pos + int(batch.rel[n])
@@ -456,11 +462,19 @@ class RangeScan:
         if c is None or c[0] != f0 or p0 < c[1] or p1 > c[1] + UNIT_SIZE * len(c[2]):
             tn, qid = self.qkeys[g]
             path = os.path.join(self.cq_base, self.topics[tn], str(qid), f"{f0:020d}")
-            # read ahead 16x what this batch needs (at least 512 units): the total cached stays within 320 bytes
-            # per record of one batch plus 10 KB per queue (each read opens the file: fewer, larger reads)
-            want = min(max(16 * (p1 - p0), CQ_CHUNK_UNITS * UNIT_SIZE), self.ctx.cq_file_size - p0)
-            data = pread_or_empty(path, want, p0)
+            # read ahead 16x what this batch needs, at least the queue's share of CQ_CACHE_BYTES (each read opens
+            # the file: with few queues, a few large reads per queue; with many, 10 KB each at least)
+            share = CQ_CACHE_BYTES // max(1, len(self.qkeys))
+            ahead = max(16 * (p1 - p0), min(max(share, CQ_CHUNK_UNITS * UNIT_SIZE), CQ_AHEAD_MAX,
+                                            2 * (p1 - p0) * self.windows_left))     # no more than the range needs
+            data = pread_or_empty(path, min(ahead, self.ctx.cq_file_size - p0), p0)
             arr = np.frombuffer(data, self.unit_dtype, len(data) // UNIT_SIZE)
+            if c is not None:
+                self.cq_cached -= c[2].nbytes
+            if self.cq_cached + arr.nbytes > 2 * CQ_CACHE_BYTES:     # pieces sized when fewer queues were known
+                self.cq_cache.clear()
+                self.cq_cached = 0
+            self.cq_cached += arr.nbytes
             c = self.cq_cache[g] = (f0, p0, arr)
         return c[2], f0 + c[1]
 

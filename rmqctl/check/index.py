@@ -29,7 +29,30 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                      cl_min: int = 0, cl_end: int | None = None, sample: int = 64, is_last: bool = False,
                      checkpoint=None, broker_version: tuple | None = None) -> dict:
     """Returns the header as a dict (for the caller's cross-checks)."""
+    facts = index_file_facts(path, hash_slot_num, index_num, commitlog=commitlog if sample else None,
+                             sample=sample, broker_version=broker_version)
+    return finish_index_file(facts, findings, cl_min=cl_min, cl_end=cl_end, is_last=is_last,
+                             checkpoint=checkpoint)
+
+
+class IndexFacts:
+    """What one index file's checks find without the commitlog's end or the checkpoint (so verify -j can run
+    them beside the commitlog walk): the findings so far, the header, the first and last item, and the sampled
+    items' verdicts. finish_index_file adds the checks that need the walk's results."""
+
+    def __init__(self, path: str, hdr: dict, findings: list):
+        self.path, self.hdr, self.findings = path, hdr, findings
+        self.first = self.last = None   # (keyHash, phyOffset, timeDiff, prevIndex) of items 1 and count-1
+        self.slots_end = 0              # where the items start
+        self.picks = 0                  # items sampled
+        self.samples: list = []         # (item number, keyHash, phyOffset, why or None) per sampled item
+
+
+def index_file_facts(path, hash_slot_num: int, index_num: int, *, commitlog=None, sample: int = 64,
+                     broker_version: tuple | None = None) -> IndexFacts:
     p = str(path)
+    facts = IndexFacts(p, {}, [])
+    findings = facts.findings
     size = os.stat(path).st_size
     expected = ixf.file_size(hash_slot_num, index_num)
     if size != expected:
@@ -37,19 +60,19 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
                                 "index file size differs from 40 + 4*maxHashSlotNum + 20*maxIndexNum "
                                 "(wrong --index-slots/--index-items, or a short file the broker zero-extends)"))
         if size < ixf.HEADER_SIZE:
-            return {}
+            return facts
     fd = open_read(path)
     try:
         def pread(n, pos):
             data = os.pread(fd, n, pos)
             return data.ljust(n, b"\0")
 
-        hdr = dict(zip(field_names(ixf.IndexHeader), HEADER.unpack(pread(ixf.HEADER_SIZE, 0))))
+        hdr = facts.hdr = dict(zip(field_names(ixf.IndexHeader), HEADER.unpack(pread(ixf.HEADER_SIZE, 0))))
         count = hdr["index_count"]
         if count <= 0 or count > index_num:
             findings.append(Finding(ERROR, "index.index_count", p, 36, f"1..{index_num}", count,
                                     "header indexCount out of range"))
-            return hdr
+            return facts
         if count > 1 and hdr["end_timestamp"] < hdr["begin_timestamp"]:
             findings.append(Finding(ERROR, "index.header_time", p, 8, f">= {hdr['begin_timestamp']}",
                                     hdr["end_timestamp"], "endTimestamp before beginTimestamp"))
@@ -57,14 +80,25 @@ def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *
         slot_of = _check_items(p, pread, hash_slot_num, hdr, findings)
         _check_slot_heads(p, slots, slot_of, count, findings)
         if count > 1:
-            _check_header_against_items(p, pread, hash_slot_num, hdr, findings, cl_end=cl_end, is_last=is_last,
-                                        checkpoint=checkpoint)
+            slots_end = facts.slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
+            facts.first = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE))
+            facts.last = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * (count - 1)))
             if commitlog is not None and sample:
-                _sample_items(p, pread, ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num, count, sample, commitlog,
-                              cl_min, cl_end, findings)
-        return hdr
+                _sample_items(facts, pread, slots_end, count, sample, commitlog)
+        return facts
     finally:
         os.close(fd)
+
+
+def finish_index_file(facts: IndexFacts, findings: list, *, cl_min: int = 0, cl_end: int | None = None,
+                      is_last: bool = False, checkpoint=None) -> dict:
+    """Add the file's findings to `findings`, with the checks against the commitlog's range and the checkpoint;
+    returns the header."""
+    findings.extend(facts.findings)
+    if facts.first is not None:
+        _check_header_against_items(facts, findings, cl_end=cl_end, is_last=is_last, checkpoint=checkpoint)
+        _sample_finding(facts, cl_min, cl_end, findings)
+    return facts.hdr
 
 
 def _check_slots(p, pread, hash_slot_num: int, hdr: dict, broker_version, findings: list):
@@ -163,15 +197,12 @@ def _check_slot_heads(p, slots, slot_of, count: int, findings: list) -> None:
                                 f"{wrong.size} slot(s) point at items whose keyHash belongs elsewhere"))
 
 
-def _check_header_against_items(p, pread, hash_slot_num: int, hdr: dict, findings: list, *, cl_end, is_last,
-                                checkpoint) -> None:
+def _check_header_against_items(facts: IndexFacts, findings: list, *, cl_end, is_last, checkpoint) -> None:
     """begin/endPhyOffset against the first and last item; the end against the commitlog and, after an
     abnormal shutdown, the checkpoint's indexMsgTimestamp."""
-    slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
-    count, begin_phy, end_phy = hdr["index_count"], hdr["begin_phy_offset"], hdr["end_phy_offset"]
+    p, hdr, first, last = facts.path, facts.hdr, facts.first, facts.last
+    begin_phy, end_phy = hdr["begin_phy_offset"], hdr["end_phy_offset"]
     end_ts = hdr["end_timestamp"]
-    first = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE))
-    last = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * (count - 1)))
     if first[1] != begin_phy:
         findings.append(Finding(ERROR, "index.header_begin_phy", p, 16, first[1], begin_phy,
                                 "beginPhyOffset differs from item 1"))
@@ -217,32 +248,35 @@ def _check_slot_count(p, nonempty, slot_count, count, version, findings) -> None
                             "counts used slots)"))
 
 
-def _sample_items(p, pread, slots_end, count, sample, commitlog, cl_min, cl_end, findings):
+def _sample_items(facts: IndexFacts, pread, slots_end, count, sample, commitlog) -> None:
+    """Read the sampled items' messages (first, last and evenly spaced items): a verdict per item, judged
+    against the commitlog's range later (_sample_finding)."""
     from rmqctl.errors import RmqError
 
     step = max(1, (count - 1) // sample)
     picks = sorted(set(list(range(1, count, step)) + [count - 1]))
-    bad_n, first = 0, None
+    facts.picks = len(picks)
     for n in picks:
         kh, phy, td, pre = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * n))
-        if phy < cl_min or (cl_end is not None and phy >= cl_end):
-            continue
         try:
             rec = commitlog.read_record(phy)
         except RmqError as e:
             why = f"no valid message at offset {phy} ({e.message})"
         else:
             hashes = {ixf.key_hash(rec.topic, k) for k in index_keys(rec.properties)}
-            if kh in hashes:
-                continue
-            why = f"message at {phy} has no key of {rec.topic!r} hashing to {kh}"
-        bad_n += 1
-        if first is None:
-            first = (n, kh, why)
-    if first:
-        n, kh, why = first
-        findings.append(Finding(ERROR, "index.item_message", p, slots_end + ixf.ITEM_SIZE * n, f"keyHash {kh}", why,
-                                f"{bad_n} of {len(picks)} sampled items do not match their message"))
+            why = None if kh in hashes else f"message at {phy} has no key of {rec.topic!r} hashing to {kh}"
+        facts.samples.append((n, kh, phy, why))
+
+
+def _sample_finding(facts: IndexFacts, cl_min, cl_end, findings) -> None:
+    """Sampled items inside the commitlog's range whose message does not carry their key."""
+    bad = [(n, kh, why) for n, kh, phy, why in facts.samples
+           if why is not None and phy >= cl_min and (cl_end is None or phy < cl_end)]
+    if bad:
+        n, kh, why = bad[0]
+        findings.append(Finding(ERROR, "index.item_message", facts.path, facts.slots_end + ixf.ITEM_SIZE * n,
+                                f"keyHash {kh}", why,
+                                f"{len(bad)} of {facts.picks} sampled items do not match their message"))
 
 
 def first_indexed_message(commitlog):

@@ -48,9 +48,25 @@ def _range_job(args):
     return clc.scan_range(ctx, path, start, size, lo, hi)
 
 
-def _scan_parallel(args: list, jobs: int, progress, est: list | None = None) -> list:
+_SIDE: dict = {}     # what the side jobs read, set before the workers fork (inherited, never pickled)
+
+
+def _index_job(i: int):
+    """One index file's facts, or None when its check fails: the parent then runs it again itself (the error
+    reaches the user as it would without -j, never as a worker's pickled exception)."""
+    paths, slots, items, version, sample, commitlog = _SIDE["index"]
+    try:
+        return ixc.index_file_facts(paths[i], slots, items, commitlog=commitlog, sample=sample,
+                                    broker_version=version)
+    except Exception:
+        return None
+
+
+def _scan_parallel(args: list, jobs: int, progress, est: list | None = None, side: list = ()) -> tuple:
     """Commitlog files split into ranges at record boundaries (clc.scan_range), checked by `jobs`
-    processes, joined per file in order (clc.merge_ranges): the same FileResults as one walk per file."""
+    processes, joined per file in order (clc.merge_ranges): the same FileResults as one walk per file.
+    `side`: (function, argument) jobs that need no walk results, queued ahead of the ranges so that a worker
+    runs each while the others walk. Returns (FileResults, the side jobs' results in order)."""
     import multiprocessing as mp
 
     import numpy  # noqa: F401  -- imported once here, inherited by the forked workers
@@ -74,13 +90,15 @@ def _scan_parallel(args: list, jobs: int, progress, est: list | None = None) -> 
 
     gc.collect()
     gc.freeze()     # the forked workers' collections then leave the parent's objects (and their pages) alone
-    with mp.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
+    with mp.get_context("fork").Pool(min(jobs, len(tasks) + len(side))) as pool:
+        pending = [pool.apply_async(fn, (arg,)) for fn, arg in side]
         for k, (t, fr) in enumerate(zip(tasks, pool.imap(_range_job, tasks))):
             parts[owner[k]].append(fr)
             if progress:
                 progress((t[5] if t[5] is not None else min(t[3], t[0].file_size)) - t[4])
+        side_results = [r.get() for r in pending]
     gc.unfreeze()
-    return [clc.merge_ranges(a[0], p) for a, p in zip(args, parts)]
+    return [clc.merge_ranges(a[0], p) for a, p in zip(args, parts)], side_results
 
 
 def _merge_tracks(tracks: dict, fr: clc.FileResult, continuous: bool) -> None:
@@ -192,6 +210,24 @@ class _Named:
         self.path = path
 
 
+def _index_plan(store, areas) -> tuple:
+    """(index files, maxHashSlotNum, maxIndexNum they are checked with, the geometry finding or None)."""
+    cfg = store.config
+    if "index" not in areas:
+        return [], 0, 0, None
+    slots, items = cfg.hash_slot_num, cfg.index_num
+    geo = cfg.index_geometry_files
+    finding = None
+    if geo and geo != (slots, items):
+        finding = Finding(WARNING, "index.geometry", str(store.index_dir), None,
+                          f"maxHashSlotNum {slots}, maxIndexNum {items} (broker config)",
+                          f"maxHashSlotNum {geo[0]}, maxIndexNum {geo[1]} (index files)",
+                          "the index files were written with another geometry than the broker config gives; "
+                          "a broker started with this config misreads them (files checked with their own geometry)")
+        slots, items = geo
+    return store.index_files(), slots, items, finding
+
+
 def _last_data_file(files) -> int:
     for i in range(len(files) - 1, -1, -1):
         try:
@@ -220,6 +256,9 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     for u in store.unsupported(rocksdb=True):
         findings.append(Finding(ERROR, "store.unsupported", str(root), None, None, None, u))
     lock_held = sfc.check_lock(store, findings)
+
+    index_plan = _index_plan(store, areas)
+    index_facts = None     # computed beside the commitlog walk (-j), else after it
 
     # --- commitlog --------------------------------------------------------------------------------
     cl_gaps: list = []
@@ -252,7 +291,15 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
         if scan_map is not None:
             results = list(scan_map(args))
         elif jobs > 1:
-            results = _scan_parallel(args, jobs, progress, est)
+            from rmqctl.store.commitlog import CommitLog
+
+            idx, slots, items, _ = index_plan
+            _SIDE["index"] = (idx, slots, items, cfg.broker_version, index_sample, CommitLog(store))
+            try:
+                results, index_facts = _scan_parallel(args, jobs, progress, est,
+                                                      [(_index_job, i) for i in range(len(idx))])
+            finally:
+                _SIDE.clear()
         else:
             for a in args:
                 fr = _scan_job(a)
@@ -325,23 +372,16 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
     if "index" in areas:
         from rmqctl.store.commitlog import CommitLog
 
-        idx = store.index_files()
+        idx, slots, items, geo_finding = index_plan
         cl = CommitLog(store) if scanned else None
-        slots, items = cfg.hash_slot_num, cfg.index_num
-        geo = cfg.index_geometry_files
-        if geo and geo != (slots, items):
-            findings.append(Finding(WARNING, "index.geometry", str(store.index_dir), None,
-                                    f"maxHashSlotNum {slots}, maxIndexNum {items} (broker config)",
-                                    f"maxHashSlotNum {geo[0]}, maxIndexNum {geo[1]} (index files)",
-                                    "the index files were written with another geometry than the broker config "
-                                    "gives; a broker started with this config misreads them (files checked with "
-                                    "their own geometry)"))
-            slots, items = geo
+        if geo_finding:
+            findings.append(geo_finding)
         for i, p in enumerate(idx):
-            hdr = ixc.check_index_file(p, slots, items, findings, commitlog=cl, cl_min=cl_min,
-                                 broker_version=cfg.broker_version,
-                                 cl_end=cl_end if scanned else None, sample=index_sample,
-                                 is_last=i == len(idx) - 1, checkpoint=ck)
+            facts = index_facts[i] if index_facts and index_facts[i] is not None else ixc.index_file_facts(
+                p, slots, items, commitlog=cl if index_sample else None, sample=index_sample,
+                broker_version=cfg.broker_version)
+            hdr = ixc.finish_index_file(facts, findings, cl_min=cl_min, cl_end=cl_end if scanned else None,
+                                        is_last=i == len(idx) - 1, checkpoint=ck)
             if hdr.get("index_count", 0) > 1:
                 index_max_phy = max(index_max_phy, hdr["end_phy_offset"])
         legacy = [f for f in findings if f.check == "index.legacy_slot_count"]

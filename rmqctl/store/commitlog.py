@@ -10,6 +10,8 @@ from rmqctl.errors import FormatError, IOFailure
 from rmqctl.scan import FileWalk, Record, Stop
 from rmqctl.store.files import MappedFile, open_read
 
+ONE_RECORD_READ = 64 * 1024     # most records fit; a longer one costs a second read
+
 
 @contextmanager
 def open_ro(path):
@@ -87,7 +89,9 @@ class CommitLog:
         if f is None:
             raise FormatError("no commitlog file holds this offset", path=self.store.commitlog_dir, offset=offset)
         with open_ro(f.path) as fd:
-            w = FileWalk(fd, f.start, f.size, offset - f.start, check_crc=check_crc, path=str(f.path))
+            # one record: a small first read (a longer record is read again at its TOTALSIZE), not a walk window
+            w = FileWalk(fd, f.start, f.size, offset - f.start, check_crc=check_crc, path=str(f.path),
+                         window=ONE_RECORD_READ)
             for r in w:
                 return r
         raise FormatError(f"no valid message here ({w.stop.kind}{': ' + w.stop.detail if w.stop.detail else ''})",
