@@ -93,8 +93,11 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
         if len(rows):
             keys = (tids[rows] << 32) | (bt.queue_id[rows] & 0xFFFFFFFF)
             offs, sizes, qoffs = bt.offset, bt.total_size, bt.queue_offset
+            if props is None:
+                props = VD.props_of(bt)
+            all_codes = VD.tags_codes(bt, props, tids, topics, delay, rows)    # once for the window's queues
             for key, g in VD.groups(keys):
-                sel = rows[g]
+                sel, codes = rows[g], all_codes[g]
                 t, q = topics.names[key >> 32], int(bt.queue_id[sel[0]])
                 st = states.get((t, q))
                 if st is None:
@@ -104,12 +107,10 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                 if st.max_phys >= 0:
                     # units already in the queue (offset + size <= its max physical end) are skipped by
                     # the broker: drop that prefix before computing anything for it
-                    sel = sel[int(np.searchsorted(offs[sel] + sizes[sel], st.max_phys, "right")):]
+                    cut = int(np.searchsorted(offs[sel] + sizes[sel], st.max_phys, "right"))
+                    sel, codes = sel[cut:], codes[cut:]
                     if not len(sel):
                         continue
-                if props is None:
-                    props = VD.props_of(bt)
-                codes = VD.tags_codes(bt, props, tids, topics, delay, sel)
                 if getattr(st, "batch_cq", False):
                     st.put_rows(bt, props, sel, codes, fillers)   # one 46-byte unit per record
                 elif fillers:
