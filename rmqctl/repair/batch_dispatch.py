@@ -92,35 +92,10 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
             rows = rows[bt.queue_id[rows] == queue]
         if len(rows):
             keys = (tids[rows] << 32) | (bt.queue_id[rows] & 0xFFFFFFFF)
-            offs, sizes, qoffs = bt.offset, bt.total_size, bt.queue_offset
             if props is None:
                 props = VD.props_of(bt)
             all_codes = VD.tags_codes(bt, props, tids, topics, delay, rows)    # once for the window's queues
-            for key, g in VD.groups(keys):
-                sel, codes = rows[g], all_codes[g]
-                t, q = topics.names[key >> 32], int(bt.queue_id[sel[0]])
-                st = states.get((t, q))
-                if st is None:
-                    if not create:
-                        continue
-                    st = states[(t, q)] = new_queue_state(store, staging, t, q)
-                if st.max_phys >= 0:
-                    # units already in the queue (offset + size <= its max physical end) are skipped by
-                    # the broker: drop that prefix before computing anything for it
-                    cut = int(np.searchsorted(offs[sel] + sizes[sel], st.max_phys, "right"))
-                    sel, codes = sel[cut:], codes[cut:]
-                    if not len(sel):
-                        continue
-                if getattr(st, "batch_cq", False):
-                    st.put_rows(bt, props, sel, codes, fillers)   # one 46-byte unit per record
-                elif fillers:
-                    for j, c in zip(sel.tolist(), codes.tolist()):
-                        o, sz, qo = int(offs[j]), int(sizes[j]), int(qoffs[j])
-                        if st.base is not None and qo * UNIT_SIZE > st.end and o + sz > st.max_phys:
-                            pad_with_filler(st, o, qo, fillers)
-                        st.put(o, sz, c, qo, int(bt.store_timestamp[j]))
-                else:
-                    st.put_many(offs[sel], sizes[sel], codes, qoffs[sel], bt.store_timestamp[sel].astype(np.int64))
+            _put_groups(store, bt, topics, states, rows, keys, all_codes, props, staging, fillers, create)
     if rebuilder is not None:
         offs = bt.offset
         i0 = int(np.searchsorted(offs, idx_from, "left")) if idx_from is not None else 0
@@ -133,6 +108,85 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                 props = VD.props_of(bt)
             item_row, item_hash = VD.index_items(bt, props, tids, topics, rows)
             rebuilder.dispatch_many(offs[rows], bt.store_timestamp[rows], item_row, item_hash)
+
+
+def _put_groups(store, bt, topics, states, rows, keys, codes, props, staging, fillers, create) -> None:
+    """Append each queue's units of the window (rows grouped by key = topic id << 32 | queue id). The usual
+    case -- the queue has units already, queue offsets not behind its write end, no ext, batch queue or
+    fillers -- is decided for all queues of the window with array operations and each such queue gets one
+    slice of the window's packed units; any other queue takes _put_group (QueueState.put_many / put). The
+    per-queue work stays a few Python operations, whatever the number of queues in the window."""
+    import numpy as np
+
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    stops = np.r_[starts[1:], len(k)]
+    srt, codes = rows[order], codes[order]
+    offs, sizes, qoffs = bt.offset[srt], bt.total_size[srt], bt.queue_offset[srt]
+    ends = offs + sizes
+    ng = len(starts)
+    sts = []
+    mp = np.full(ng, -1, np.int64)
+    wend = np.zeros(ng, np.int64)
+    simple = np.zeros(ng, bool)
+    for j, (key, q) in enumerate(zip(k[starts].tolist(), bt.queue_id[srt[starts]].tolist())):
+        t = topics.names[key >> 32]
+        st = states.get((t, q))
+        if st is None and create:
+            st = states[(t, q)] = new_queue_state(store, staging, t, q)
+        sts.append(st)
+        if st is not None and st.base is not None and st.ext is None and not fillers \
+                and not getattr(st, "batch_cq", False):
+            simple[j], mp[j], wend[j] = True, st.max_phys, st.end
+    gid = np.repeat(np.arange(ng), stops - starts)
+    # units already in the queue (offset + size <= its max physical end) are skipped by the broker: a prefix
+    # of each queue's rows (commitlog order)
+    keep = ~((mp[gid] >= 0) & (ends <= mp[gid]))
+    csum = np.cumsum(keep)
+    rank = csum - 1 - np.r_[0, csum[:-1]][starts][gid]
+    ok = ~keep | (qoffs == 0) | (qoffs * UNIT_SIZE >= wend[gid] + UNIT_SIZE * rank)
+    fast = simple & np.logical_and.reduceat(ok, starts)
+    nkeep = np.add.reduceat(keep, starts)
+    packed = None
+    if fast.any():
+        u = np.empty(len(srt), RC._UNIT_DT)
+        u["p"], u["s"], u["t"] = offs, sizes, codes
+        packed = memoryview(u.tobytes())
+    for a, b, n, st, f in zip(starts.tolist(), stops.tolist(), nkeep.tolist(), sts, fast.tolist()):
+        if st is None:
+            continue
+        if not f:
+            _put_group(st, bt, props, srt[a:b], codes[a:b], fillers)
+        elif n:
+            st.out += packed[(b - n) * UNIT_SIZE:b * UNIT_SIZE]
+            st.end += UNIT_SIZE * n
+            st.max_phys = int(ends[b - 1])
+            st.added += n
+            if st.stage_dir is not None and st.end - st.out_base >= st.file_size:
+                st.flush_full()
+
+
+def _put_group(st, bt, props, sel, codes, fillers) -> None:
+    """One queue's units of the window, by the broker's rules unit by unit where needed."""
+    import numpy as np
+
+    offs, sizes, qoffs = bt.offset, bt.total_size, bt.queue_offset
+    if st.max_phys >= 0:
+        cut = int(np.searchsorted(offs[sel] + sizes[sel], st.max_phys, "right"))
+        sel, codes = sel[cut:], codes[cut:]
+        if not len(sel):
+            return
+    if getattr(st, "batch_cq", False):
+        st.put_rows(bt, props, sel, codes, fillers)   # one 46-byte unit per record
+    elif fillers:
+        for j, c in zip(sel.tolist(), codes.tolist()):
+            o, sz, qo = int(offs[j]), int(sizes[j]), int(qoffs[j])
+            if st.base is not None and qo * UNIT_SIZE > st.end and o + sz > st.max_phys:
+                pad_with_filler(st, o, qo, fillers)
+            st.put(o, sz, c, qo, int(bt.store_timestamp[j]))
+    else:
+        st.put_many(offs[sel], sizes[sel], codes, qoffs[sel], bt.store_timestamp[sel].astype(np.int64))
 
 
 def _may_multi_dispatch(bt) -> bool:

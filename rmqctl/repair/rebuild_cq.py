@@ -156,17 +156,38 @@ class QueueState:
         if self.stage_dir is not None and self.end - self.out_base >= self.file_size:
             self.flush_full()
 
-    def _file_bytes(self, s: int, old: bytes | None) -> bytes:
+    def _file_head(self, s: int, old_prefix) -> bytearray:
+        """The bytes of file s up to the end of its data (the rest of its file_size bytes are zeros): the kept
+        prefix of the existing file (old_prefix(k): its first k bytes, or None), then the appended units."""
         fs = self.file_size
-        buf = bytearray(fs)
-        if self.kept_any and s < self.keep_end and old is not None:
-            k = min(fs, self.keep_end - s)
-            buf[:k] = old[:k].ljust(k, b"\0")
+        k = min(fs, self.keep_end - s) if self.kept_any and s < self.keep_end else 0
+        a = b = 0
         if self.base is not None:
             a, b = max(self.base, s, self.out_base), min(self.end, s + fs)
-            if b > a:
-                buf[a - s:b - s] = self.out[a - self.out_base:b - self.out_base]
-        return bytes(buf)
+        buf = bytearray(max(k, b - s if b > a else 0))
+        old = old_prefix(k) if k else None
+        if old is not None:
+            buf[:k] = old[:k].ljust(k, b"\0")
+        if b > a:
+            buf[a - s:b - s] = self.out[a - self.out_base:b - self.out_base]
+        return buf
+
+    def _file_bytes(self, s: int, old: bytes | None) -> bytes:
+        return bytes(self._file_head(s, lambda k: old).ljust(self.file_size, b"\0"))
+
+    def _stage_if_changed(self, s: int) -> None:
+        """Compare file s as the appends leave it with the existing file, and stage it when they differ. A
+        queue's file is mostly zeros (6 MB mapped, a few units used): only its head is built, the existing
+        file's zeros are checked without decoding (rmqctl.store.zeros), and the staged file is written as its
+        head and a size (the zeros a hole, as the broker's own mapped files are)."""
+        f = self._existing(s)
+        head = self._file_head(s, lambda k: read_file(f.path, k) if f is not None else None)
+        if f is not None and holds(f.path, head, self.file_size):
+            return
+        self.stage_dir.mkdir(parents=True, exist_ok=True)
+        staged = self.stage_dir / offset_name(s)
+        write_staged(staged, head, self.file_size)
+        self.staged.append((s, staged))
 
     def _existing(self, s: int):
         for f in self.files:
@@ -179,14 +200,7 @@ class QueueState:
         fs = self.file_size
         while self.end - (self.out_base - self.out_base % fs) >= fs:
             s = self.out_base - self.out_base % fs
-            f = self._existing(s)
-            old = read_file(f.path, fs) if f is not None else None
-            new = self._file_bytes(s, old)
-            if old is None or new != old:
-                self.stage_dir.mkdir(parents=True, exist_ok=True)
-                staged = self.stage_dir / offset_name(s)
-                write_staged(staged, new)
-                self.staged.append((s, staged))
+            self._stage_if_changed(s)
             self.done_files.add(s)
             del self.out[:s + fs - self.out_base]
             self.out_base = s + fs
@@ -195,11 +209,8 @@ class QueueState:
         """(file start, staged path) of every changed file: those finished while streaming plus the rest."""
         if self.stage_dir is None:
             raise ValueError("finish_files needs stage_dir")
-        for s, data in self.new_file_contents(lambda p: read_file(p, self.file_size)):
-            self.stage_dir.mkdir(parents=True, exist_ok=True)
-            staged = self.stage_dir / offset_name(s)
-            write_staged(staged, data)
-            self.staged.append((s, staged))
+        for s in self._open_starts():
+            self._stage_if_changed(s)
         return sorted(self.staged)
 
     def ext_files(self) -> list:
@@ -227,10 +238,9 @@ class QueueState:
         """Existing files that hold nothing after the change."""
         return [f for f in self.files if not self._survives(f.start)]
 
-    def new_file_contents(self, read_existing):
-        """(file_start, bytes) for each file whose bytes change. read_existing(path) -> bytes."""
+    def _open_starts(self) -> list:
+        """Starts of the files the change writes that are not finished yet."""
         fs = self.file_size
-        existing = {f.start: f for f in self.files}
         starts = set()
         if self.base is not None and self.end > self.base:
             s = self.base - self.base % fs
@@ -239,7 +249,12 @@ class QueueState:
                 s += fs
         if self.kept_any and self.keep_end % fs:
             starts.add(self.keep_end - self.keep_end % fs)
-        for s in sorted(starts - self.done_files):
+        return sorted(starts - self.done_files)
+
+    def new_file_contents(self, read_existing):
+        """(file_start, bytes) for each file whose bytes change. read_existing(path) -> bytes."""
+        existing = {f.start: f for f in self.files}
+        for s in self._open_starts():
             old = read_existing(existing[s].path) if s in existing else None
             new = self._file_bytes(s, old)
             if old is None or new != old:
@@ -351,12 +366,25 @@ def read_file(path: Path, size: int) -> bytes:
         return f.read(size)
 
 
-def write_staged(path: Path, data: bytes) -> None:
+def holds(path: Path, head, size: int) -> bool:
+    """Whether the file's first `size` bytes are `head` followed by zeros."""
+    from rmqctl.store.zeros import next_nonzero
+
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        return (os.fstat(fd).st_size >= size and os.pread(fd, len(head), 0) == head
+                and next_nonzero(fd, len(head), size) is None)
+
+
+def write_staged(path: Path, data: bytes, size: int | None = None) -> None:
+    """Write data to a new file; `size`: the file is then extended with zeros to that size."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+        if size is not None and size > len(data):
+            os.ftruncate(fd, size)
     finally:
         os.close(fd)
 
