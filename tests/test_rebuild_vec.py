@@ -459,3 +459,61 @@ def test_same_file_skips_common_holes_only(tmp_path):
     assert not _same_file(a, mk("e", [(0, b"x" * 100), (13 << 20, b"y"), (size - 1, b"\1")]))
     e = mk("f", [(0, b"x" * 100)])
     assert not _same_file(a, e) and not _same_file(e, a)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_window_append_to_many_queues_equals_one_queue_at_a_time(tmp_path_factory, data):
+    """batch_dispatch._put_groups (every queue of a window decided with array operations) leaves every
+    queue exactly as _put_group (put_many / put per queue) does: queues already holding units (a prefix of
+    the window's rows already built), new queues, queue offsets behind the write end, jumps and zeros."""
+    from rmqctl.repair import batch_dispatch as BD
+    from rmqctl.repair.rebuild_cq import QueueState
+
+    nq = data.draw(st.integers(1, 12))
+    n = data.draw(st.integers(1, 80))
+    qid = np.asarray(data.draw(st.lists(st.integers(0, nq - 1), min_size=n, max_size=n)), np.int64)
+    tid = qid % 3
+    sizes = np.asarray(data.draw(st.lists(st.integers(100, 400), min_size=n, max_size=n)), np.int64)
+    offs = 5000 + np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    qoff = np.zeros(n, np.int64)
+    nxt = {}
+    for i in range(n):      # mostly consecutive per queue, sometimes a jump, a repeat or a zero
+        k = int(qid[i])
+        how = data.draw(st.sampled_from(["next"] * 6 + ["jump", "back", "zero"]))
+        q = nxt.get(k, 0) + {"next": 0, "jump": 3, "back": -2, "zero": 0}[how]
+        qoff[i] = 0 if how == "zero" else max(q, 0)
+        nxt[k] = qoff[i] + 1
+    bt = types.SimpleNamespace(offset=offs, total_size=sizes, queue_offset=qoff, queue_id=qid,
+                               store_timestamp=np.arange(n, dtype=np.int64))
+    topics = types.SimpleNamespace(names=["A", "B", "C"])
+    codes = np.asarray(data.draw(st.lists(st.integers(-5, 5), min_size=n, max_size=n)), np.int64)
+    # before the window: some queues hold units (up to a record of the window: a prefix is already built)
+    pre = {}
+    for k in range(nq):
+        how = data.draw(st.sampled_from(["new", "held", "built"]))
+        if how != "new":
+            rows = np.flatnonzero(qid == k)
+            upto = int(offs[rows[min(len(rows) - 1, 1)]]) + 1 if how == "built" and len(rows) else 4000
+            pre[k] = [(upto - 100, 99, 1, data.draw(st.integers(0, 3)))]
+    d = tmp_path_factory.mktemp("groups")
+
+    def states():
+        out = {}
+        for k in range(nq):
+            s = out[(topics.names[k % 3], k)] = QueueState(topics.names[k % 3], k, d, 200)
+            s.start_from_existing()
+            for p, sz, c, q in pre.get(k, ()):
+                s.put(p, sz, c, q)
+        return out
+
+    want = states()
+    keys = (tid << 32) | qid
+    for k in sorted(set(keys.tolist())):
+        sel = np.flatnonzero(keys == k)
+        BD._put_group(want[(topics.names[k >> 32], k & 0xFFFFFFFF)], bt, None, sel, codes[sel], ())
+    got = states()
+    rows = np.arange(n, dtype=np.int64)
+    BD._put_groups(None, bt, topics, got, rows, keys, codes, None, d, (), True)
+    view = lambda s: (bytes(s.out), s.base, s.end, s.out_base, s.max_phys, s.added)   # noqa: E731
+    assert {k: view(s) for k, s in got.items()} == {k: view(s) for k, s in want.items()}

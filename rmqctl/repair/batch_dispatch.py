@@ -136,7 +136,8 @@ def _put_groups(store, bt, topics, states, rows, keys, codes, props, staging, fi
         if st is None and create:
             st = states[(t, q)] = new_queue_state(store, staging, t, q)
         sts.append(st)
-        if st is not None and st.base is not None and st.ext is None and not fillers \
+        # (a -j worker's recorder, repair.parallel, has no write end: it takes put_many)
+        if st is not None and getattr(st, "base", None) is not None and st.ext is None and not fillers \
                 and not getattr(st, "batch_cq", False):
             simple[j], mp[j], wend[j] = True, st.max_phys, st.end
     gid = np.repeat(np.arange(ng), stops - starts)
