@@ -183,6 +183,27 @@ def test_random_stores_with_tiny_splits_equal_one_process(tmp_path, monkeypatch,
     assert n["walks"] >= 4
 
 
+def test_a_walk_ending_early_lets_the_ranges_in_flight_finish(tmp_path, monkeypatch):
+    """The walk stops at a corrupt record early in the store while ranges after it are still being walked:
+    the pool is closed once they finish, never terminated (a worker killed while it sends its result holds
+    the result queue's lock, and terminate() then hangs for ever)."""
+    import multiprocessing.pool as mpp
+
+    root = random_store(tmp_path / "s" / "store", 1)
+    conf = root.parent / "manifest.json"
+    recs = F.commitlog_records(root)
+    before = F.tree_hashes(root)
+    F.flip_body_bit(root, recs[len(recs) // 10])
+    assert F.tree_hashes(root) != before, "the damage was not injected"
+    monkeypatch.setenv(SPLIT, "300")
+    killed = []
+    real = mpp.Pool.terminate
+    monkeypatch.setattr(mpp.Pool, "terminate", lambda self: killed.append(1) or real(self))
+    n = _walks(monkeypatch)
+    assert _recover(root, conf, 1, tmp_path) == _recover(root, conf, 2, tmp_path)
+    assert n["walks"] and not killed
+
+
 def test_a_resync_inside_a_body_is_walked_again(tmp_path, monkeypatch):
     """A split point inside a record whose body hides a valid record: that range begins at the ghost,
     not where the chain hands off; the parent walks the rest of the file itself and the ghost never

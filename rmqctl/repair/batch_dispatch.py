@@ -95,7 +95,11 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
             if props is None:
                 props = VD.props_of(bt)
             all_codes = VD.tags_codes(bt, props, tids, topics, delay, rows)    # once for the window's queues
-            _put_groups(store, bt, topics, states, rows, keys, all_codes, props, staging, fillers, create)
+            record = getattr(states, "record_window", None)    # a -j worker (repair.parallel): recorded
+            if record is not None:
+                record(bt, rows, keys, all_codes)
+            else:
+                _put_groups(store, bt, topics, states, rows, keys, all_codes, props, staging, fillers, create)
     if rebuilder is not None:
         offs = bt.offset
         i0 = int(np.searchsorted(offs, idx_from, "left")) if idx_from is not None else 0
@@ -136,8 +140,7 @@ def _put_groups(store, bt, topics, states, rows, keys, codes, props, staging, fi
         if st is None and create:
             st = states[(t, q)] = new_queue_state(store, staging, t, q)
         sts.append(st)
-        # (a -j worker's recorder, repair.parallel, has no write end: it takes put_many)
-        if st is not None and getattr(st, "base", None) is not None and st.ext is None and not fillers \
+        if st is not None and st.base is not None and st.ext is None and not fillers \
                 and not getattr(st, "batch_cq", False):
             simple[j], mp[j], wend[j] = True, st.max_phys, st.end
     gid = np.repeat(np.arange(ng), stops - starts)

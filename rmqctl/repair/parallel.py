@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass, field
 
 RANGE_BYTES = 32 * 1024 * 1024
 SPLIT_ENV = "RMQCTL_SPLIT_BYTES"   # tests: tiny ranges, so records straddle many split points
+CLOSE_WAIT = 60                    # seconds the ranges in flight get to finish when the walk ends early
 INDEX_PIECE = 8192                 # records per IndexRebuilder.dispatch_many call in the merge
 
 
@@ -65,29 +67,39 @@ class RangeResult:
 # -- what the sequential pass would do with each batch, recorded --------------------------------------
 
 class _RecQueue:
-    """Stands in for a QueueState in dispatch_batch: records put_many's arguments."""
+    """Stands in for a QueueState in dispatch_batch's multi-dispatch path: records put_many's arguments."""
 
     max_phys = -1                # nothing known: put_many itself skips what the real queue already holds
 
-    def __init__(self):
-        self.parts: list = []
+    def __init__(self, key, entries: list):
+        self.key, self.entries = key, entries
 
     def put_many(self, phys, size, tags, cq_offset, ts=None) -> None:
         import numpy as np
 
         if ts is None:
             ts = np.full(len(phys), -1, np.int64)
-        self.parts.append((phys, size, tags, cq_offset, ts))
+        self.entries.append(("queue", self.key, (phys, size, tags, cq_offset, ts)))
 
 
 class _RecStates(dict):
-    """dispatch_batch's `states`: every queue it asks for gets a recorder."""
+    """dispatch_batch's `states`: a window's units for all its queues are recorded at once (record_window),
+    and every queue asked for one by one gets a recorder; both in one list, in dispatch order."""
+
+    def __init__(self):
+        super().__init__()
+        self.entries: list = []
 
     def get(self, key, default=None):
         q = dict.get(self, key)
         if q is None:
-            q = self[key] = _RecQueue()
+            q = self[key] = _RecQueue(key, self.entries)
         return q
+
+    def record_window(self, bt, rows, keys, codes) -> None:
+        """The rows' units (keys: topic id << 32 | queue id, in this process's Topics)."""
+        self.entries.append(("window", (keys, bt.queue_id[rows], bt.offset[rows], bt.total_size[rows], codes,
+                                        bt.queue_offset[rows], bt.store_timestamp[rows])))
 
 
 class _RecIndex:
@@ -138,7 +150,8 @@ class Dispatch:
 
         out = {"q": None, "i": None, "skip": None}
         if acc["q"] is not None:
-            out["q"] = {k: tuple(np.concatenate(c) for c in zip(*r.parts)) for k, r in acc["q"].items() if r.parts}
+            topics, _ = _PROC[(os.getpid(), id(self))]
+            out["q"] = (list(topics.names), _joined_windows(acc["q"].entries))
         ix = acc["i"]
         if ix is not None and ix.parts:
             shift, rows = 0, []
@@ -154,13 +167,27 @@ class Dispatch:
 
     # parent side
     def consume(self, out) -> None:
-        from rmqctl.repair.batch_dispatch import new_queue_state
+        import types
 
-        for (t, q), arrays in (out["q"] or {}).items():
+        import numpy as np
+
+        from rmqctl.repair.batch_dispatch import _put_groups, new_queue_state
+
+        names, entries = out["q"] or ((), ())
+        topics = types.SimpleNamespace(names=names)
+        for e in entries:
+            if e[0] == "window":    # the same append as one process's dispatch_batch, for the range's windows
+                keys, qid, offs, sizes, codes, qoffs, ts = e[1]
+                bt = types.SimpleNamespace(queue_id=qid, offset=offs, total_size=sizes, queue_offset=qoffs,
+                                           store_timestamp=ts)
+                _put_groups(self.store, bt, topics, self.states, np.arange(len(keys)), keys, codes, None,
+                            self.staging, (), True)
+                continue
+            t, q = e[1]
             st = self.states.get((t, q))
             if st is None:
                 st = self.states[(t, q)] = new_queue_state(self.store, self.staging, t, q)
-            st.put_many(*arrays)
+            st.put_many(*e[2])
         if out["i"] is not None:
             self._index(*out["i"])
         for t, n in (out["skip"] or {}).items():
@@ -176,6 +203,28 @@ class Dispatch:
             b = min(n, a + INDEX_PIECE)
             i, j = np.searchsorted(rows, [a, b], "left")
             self.rebuilder.dispatch_many(offs[a:b], ts[a:b], rows[i:j] - a, hashes[i:j])
+
+
+def _joined_windows(entries: list) -> list:
+    """Consecutive window entries joined into one (fewer, larger appends in the parent; each queue's units stay
+    in order: the parent's grouping sort is stable)."""
+    import numpy as np
+
+    out, run = [], []
+
+    def close():
+        if run:
+            out.append(("window", tuple(np.concatenate(c) for c in zip(*run))))
+            run.clear()
+
+    for e in entries:
+        if e[0] == "window":
+            run.append(e[1])
+        else:
+            close()
+            out.append(e)
+    close()
+    return out
 
 
 class Dup:
@@ -386,11 +435,27 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
                 if _end_file(walk, fend):
                     break              # anything but a BLANK ends the walk (later ranges are never merged)
     finally:
-        pool.terminate()
-        pool.join()
+        exc = sys.exc_info()[1]
+        _close(pool, pending, wait=exc is None or isinstance(exc, Exception))   # Ctrl-C: at once
         _SPEC = {}
         for k in [k for k in _PROC if k[0] == os.getpid()]:
             del _PROC[k]
+
+
+def _close(pool, pending, wait: bool) -> None:
+    """Let the ranges still in flight finish before the pool goes: a worker killed while it sends its result
+    holds the result queue's lock for ever, and terminate() then hangs. A worker that does not finish in
+    CLOSE_WAIT seconds (dead, or stuck on a file) is killed as before."""
+    import time
+
+    give_up = time.monotonic() + (CLOSE_WAIT if wait else 0)
+    for _t, ar in pending:
+        ar.wait(max(0.0, give_up - time.monotonic()))
+    if all(ar.ready() for _t, ar in pending):
+        pool.close()
+    else:
+        pool.terminate()
+    pool.join()
 
 
 def _end_file(walk, fend) -> bool:
