@@ -664,3 +664,19 @@ def test_check_queue_equal_with_zero_tail(tmp_path, sparse, tail):
             holes = [(Path(x.path).name, x.offset) for x in f1 if x.check == "cq.hole"]
             far_seen = tail in ("valid_far", "last_unit", "size_only_far", "pre_blank_far")
             assert holes == [("00000000000000000000", at) if far_seen else (f"{cq_size:020d}", 0)]
+
+
+@pytest.mark.parametrize("cache", [None, 512])
+def test_equal_with_many_queues(tmp_path, monkeypatch, cache):
+    """2 topics x 160 queues of a few records, consume-queue files of 4 units: the batch path (its read-ahead
+    pool emptied mid-walk when `cache` is small) and the queue checks equal the references."""
+    from rmqctl.check import commitlog_batch as cb
+
+    root = F.make_store(tmp_path / "store", messages=1200, queues=160, cq_units=4)
+    assert len(list((root / "consumequeue").glob("*/*"))) >= 300
+    monkeypatch.setenv("RMQCTL_KERNEL", "numpy")
+    if cache:
+        monkeypatch.setattr(cb, "CQ_CACHE_BYTES", cache)
+    damage(root, [], [(k * 7919, 1 + k) for k in range(30)], 32 * 1024)
+    _check_root(root, 32 * 1024, 4 * 20, DELAYS, pieces=(3,))
+    _cq_equal(root, 4 * 20, 32 * 1024)

@@ -9,7 +9,7 @@ import numpy as np
 
 from rmqctl.check.commitlog_end import classify_end
 from rmqctl.check.commitlog_results import FileResult, QueueTrack, ScanContext
-from rmqctl.check.cq_units import CQ_CHUNK_UNITS, CqReader, pread_or_empty
+from rmqctl.check.cq_units import CQ_CHUNK_UNITS, CqPool, CqReader, pread_or_empty
 from rmqctl.check.findings import ERROR, Finding
 from rmqctl.check.interner import Interner
 from rmqctl.dispatch import MULTI_OFFSET_PROPERTY as _MULTI_OFFSET
@@ -75,7 +75,8 @@ def preload() -> None:
     _nb_batch()
 
 
-CQ_CACHE_BYTES = 32 << 20     # consume-queue units read ahead, shared by the queues met so far (2x at most)
+CQ_CACHE_BYTES = 32 << 20     # consume-queue units read ahead, shared by the queues met so far (the pool: 2x at
+# most, and what one batch reads on top)
 CQ_AHEAD_MAX = 1 << 20
 
 # the numba path's window: 2 MiB stays in the L2/L3 caches from the walk to the checks after it (measured here:
@@ -160,8 +161,7 @@ class RangeScan:
         self.cq_slow = CqReader(ctx.root, ctx.cq_file_size) if ctx.check_cq else None
         # tagsCode <= Integer.MIN_VALUE - 1 is an ext-file address only where consume-queue ext exists
         self.ext_floor = -2147483649 if os.path.isdir(os.path.join(ctx.root, "consumequeue_ext")) else None
-        self.cq_cache: dict = {}          # queue number -> (cq file start, first byte pos, units array)
-        self.cq_cached = 0                # bytes held by cq_cache
+        self.cq_pool = CqPool(2 * CQ_CACHE_BYTES)     # queue number -> its cached consume-queue piece
         self.windows_left = 1             # about how many windows of this range are still to come
         self.topic_interner = Interner()
         self.tb_tn: list = []             # topic-bytes id -> topic number
@@ -458,25 +458,22 @@ class RangeScan:
     def _cq_piece(self, g: int, f0: int, p0: int, p1: int):
         """(units, byte position of units[0] in the queue) of queue g's cached consume-queue piece holding bytes
         [p0, p1) of its file starting at f0, read now when the cached piece does not hold them."""
-        c = self.cq_cache.get(g)
-        if c is None or c[0] != f0 or p0 < c[1] or p1 > c[1] + UNIT_SIZE * len(c[2]):
-            tn, qid = self.qkeys[g]
-            path = os.path.join(self.cq_base, self.topics[tn], str(qid), f"{f0:020d}")
-            # read ahead 16x what this batch needs, at least the queue's share of CQ_CACHE_BYTES (each read opens
-            # the file: with few queues, a few large reads per queue; with many, 10 KB each at least)
-            share = CQ_CACHE_BYTES // max(1, len(self.qkeys))
-            ahead = max(16 * (p1 - p0), min(max(share, CQ_CHUNK_UNITS * UNIT_SIZE), CQ_AHEAD_MAX,
-                                            2 * (p1 - p0) * self.windows_left))     # no more than the range needs
-            data = pread_or_empty(path, min(ahead, self.ctx.cq_file_size - p0), p0)
-            arr = np.frombuffer(data, self.unit_dtype, len(data) // UNIT_SIZE)
-            if c is not None:
-                self.cq_cached -= c[2].nbytes
-            if self.cq_cached + arr.nbytes > 2 * CQ_CACHE_BYTES:     # pieces sized when fewer queues were known
-                self.cq_cache.clear()
-                self.cq_cached = 0
-            self.cq_cached += arr.nbytes
-            c = self.cq_cache[g] = (f0, p0, arr)
-        return c[2], f0 + c[1]
+        pool = self.cq_pool
+        if not pool.holds(g, f0, p0, p1):
+            pool.trim()
+            self._cq_read(g, f0, p0, p1)
+        return pool.units(g).view(self.unit_dtype), f0 + int(pool.p0[g])
+
+    def _cq_read(self, g: int, f0: int, p0: int, p1: int) -> None:
+        """Read queue g's consume-queue piece holding bytes [p0, p1) of its file starting at f0 into the pool."""
+        tn, qid = self.qkeys[g]
+        path = os.path.join(self.cq_base, self.topics[tn], str(qid), f"{f0:020d}")
+        # read ahead 16x what this batch needs, at least the queue's share of CQ_CACHE_BYTES (each read opens
+        # the file: with few queues, a few large reads per queue; with many, 10 KB each at least)
+        share = CQ_CACHE_BYTES // max(1, len(self.qkeys))
+        ahead = max(16 * (p1 - p0), min(max(share, CQ_CHUNK_UNITS * UNIT_SIZE), CQ_AHEAD_MAX,
+                                        2 * (p1 - p0) * self.windows_left))     # no more than the range needs
+        self.cq_pool.put(g, f0, p0, pread_or_empty(path, min(ahead, self.ctx.cq_file_size - p0), p0))
 
     def _tags(self, props: JoinedProps):
         """tagsCode (TAGS hash) of every record of the batch: TAGS located as arrays over the joined
