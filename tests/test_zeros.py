@@ -1,6 +1,6 @@
 """rmqctl.store.zeros.next_nonzero (where a mostly-zero file's zeros end) equals a plain scan of the bytes: in
 files of written zeros and sparse files (holes), non-zero bytes on and beside 1 MiB piece edges, ranges ending
-before or past the file's end; also where the file system has no SEEK_DATA and where os has no preadv."""
+before or past the file's end; also where the file system has no SEEK_DATA."""
 from __future__ import annotations
 
 import os
@@ -18,12 +18,10 @@ def _expected(nonzero: list, pos: int, end: int):
     return next((m for m in nonzero if pos <= m < end), None)
 
 
-@pytest.mark.parametrize("how", ["plain", "no_seek_data", "no_preadv"])
+@pytest.mark.parametrize("how", ["plain", "no_seek_data"])
 def test_next_nonzero_equals_a_plain_scan(tmp_path, monkeypatch, how):
     if how == "no_seek_data":
         monkeypatch.delattr(os, "SEEK_DATA")
-    elif how == "no_preadv":
-        monkeypatch.delattr(os, "preadv")
     rng = random.Random(7)
     size = 3 * MIB + 12345
     spots = [0, 1, MIB - 1, MIB, MIB + 1, 2 * MIB - 1, 2 * MIB + 77, size - 1]
