@@ -78,6 +78,7 @@ def preload() -> None:
 CQ_CACHE_BYTES = 32 << 20     # consume-queue units read ahead, shared by the queues met so far (the pool: 2x at
 # most, and what one batch reads on top)
 CQ_AHEAD_MAX = 1 << 20
+_QMAX = ((1 << 62) - 1) // UNIT_SIZE     # a larger queue offset's byte position is absurd (a damaged QUEUEOFFSET)
 
 # the numba path's window: 2 MiB stays in the L2/L3 caches from the walk to the checks after it (measured here:
 # 8 MiB 1.29, 2 MiB 1.13-1.19, 1 MiB 1.22-1.28, 512 KiB 1.40-1.45 CPU s on 1.23 GB; the numpy path wants 8)
@@ -397,13 +398,7 @@ class RangeScan:
         us = np.zeros(len(queue), np.int64)
         ut = np.zeros(len(queue), np.int64)
         present = np.zeros(len(queue), bool)
-        for a, z in zip(rows.firsts.tolist(), rows.lasts.tolist()):
-            z += 1
-            sel = cmpt[a:z]
-            if not sel.any():
-                continue
-            g = int(queue[a])
-            self._units(g, qoffs[a:z], sel, up[a:z], us[a:z], ut[a:z], present[a:z])
+        self._units(rows, cmpt, up, us, ut, present)
         missing = cmpt & (~present | (up < 0) | (us <= 0))
         tag_bad = ut != tags
         if self.ext_floor is not None:
@@ -425,44 +420,57 @@ class RangeScan:
                     self.first_mismatch[gg] = (int(qoffs[k]), (int(offs[k]), int(tots[k]), int(tags[k])),
                                                (int(up[k]), int(us[k]), int(ut[k])))
 
-    def _units(self, g, qs, sel, up, us, ut, present) -> None:
-        """Fill the unit (phys, size, tags) at each selected queue offset of queue g, reading its consume
-        queue in bounded pieces (one cached piece per queue); `present` False where there is no unit."""
+    def _units(self, rows: QueueRows, cmpt, up, us, ut, present) -> None:
+        """Fill the unit (phys, size, tags) at the queue offset of every compared row (cmpt), from each queue's
+        cached consume-queue piece (CqPool), read now for the queues whose piece does not hold their offsets
+        (in bounded pieces, read ahead); `present` False where there is no unit. Array work per batch: Python
+        runs only for the queues read now and those looked up one unit at a time."""
+        queue, qoffs, firsts = rows.queue, rows.qoffs, rows.firsts
+        cnt = np.add.reduceat(cmpt.astype(np.int64), firsts)
+        qmin = np.minimum.reduceat(np.where(cmpt, qoffs, np.iinfo(np.int64).max), firsts)
+        qmax = np.maximum.reduceat(np.where(cmpt, qoffs, -1), firsts)
+        g = queue[firsts]
         cqfs = self.ctx.cq_file_size
-        qv = qs[sel]
-        qmin, qmax = int(qv.min()), int(qv.max())
-        b0, b1 = qmin * UNIT_SIZE, qmax * UNIT_SIZE
-        f0, f1 = b0 - b0 % cqfs, b1 - b1 % cqfs
-        if qmin < 0 or f0 != f1 or qmax - qmin > 4 * len(qv) + 1024:
-            # negative, crossing a consume-queue file, or scattered offsets: one unit at a time
-            tn, qid = self.qkeys[g]
-            topic = self.topics[tn]
-            for k in np.flatnonzero(sel).tolist():
-                u = self.cq_slow.unit(topic, qid, int(qs[k]))
-                if u is not None:
-                    present[k] = True
-                    up[k], us[k], ut[k] = u
-            return
-        arr, base = self._cq_piece(g, f0, b0 - f0, b1 - f1 + UNIT_SIZE)
-        j = (qv * UNIT_SIZE - base) // UNIT_SIZE
-        ok = j < len(arr)
-        jj = np.where(ok, j, 0)
-        if len(arr):
-            u = arr[jj]
-            idx = np.flatnonzero(sel)
-            up[idx] = np.where(ok, u["physical_offset"], 0)
-            us[idx] = np.where(ok, u["size"], 0)
-            ut[idx] = np.where(ok, u["tags_code"], 0)
-            present[idx] = ok
-
-    def _cq_piece(self, g: int, f0: int, p0: int, p1: int):
-        """(units, byte position of units[0] in the queue) of queue g's cached consume-queue piece holding bytes
-        [p0, p1) of its file starting at f0, read now when the cached piece does not hold them."""
+        ok = (cnt > 0) & (qmin >= 0) & (qmax <= _QMAX)
+        b0 = np.where(ok, qmin, 0) * UNIT_SIZE
+        b1 = np.where(ok, qmax, 0) * UNIT_SIZE
+        f0 = b0 - b0 % cqfs
+        # negative or absurd (a damaged QUEUEOFFSET), crossing a consume-queue file, or scattered offsets: one
+        # unit at a time
+        slow = (cnt > 0) & ~(ok & (f0 == b1 - b1 % cqfs) & (qmax - qmin <= 4 * cnt + 1024))
         pool = self.cq_pool
-        if not pool.holds(g, f0, p0, p1):
-            pool.trim()
-            self._cq_read(g, f0, p0, p1)
-        return pool.units(g).view(self.unit_dtype), f0 + int(pool.p0[g])
+        pool.trim()     # no place in the pool is in use between batches
+        p0, p1 = b0 - f0, b1 - f0 + UNIT_SIZE
+        known = g < len(pool.f0)
+        gk = np.where(known, g, 0)
+        hit = known & (pool.f0[gk] == f0) & (pool.p0[gk] <= p0) & (p1 <= pool.p0[gk] + UNIT_SIZE * pool.n[gk])
+        for x in np.flatnonzero((cnt > 0) & ~slow & ~hit).tolist():
+            self._cq_read(int(g[x]), int(f0[x]), int(p0[x]), int(p1[x]))
+        # every queue's piece is in the pool now: its base (byte position of its first unit in the queue), its
+        # units and where they lie in the pool, per row
+        gk = np.where(g < len(pool.f0), g, 0)
+        seg = np.repeat(np.arange(len(firsts)), rows.lasts - firsts + 1)
+        rg = gk[seg]
+        fast = cmpt & ~slow[seg]
+        j = qoffs - (f0[seg] + pool.p0[rg]) // UNIT_SIZE
+        there = fast & (j < pool.n[rg])
+        rows_in = np.flatnonzero(there)
+        if len(rows_in):
+            at = pool.at[rg[rows_in]] + UNIT_SIZE * j[rows_in]
+            u = pool.buf[at[:, None] + np.arange(UNIT_SIZE)].reshape(-1).view(self.unit_dtype)
+            up[rows_in] = u["physical_offset"]
+            us[rows_in] = u["size"]
+            ut[rows_in] = u["tags_code"]
+            present[rows_in] = True
+        for x in np.flatnonzero(slow).tolist():
+            tn, qid = self.qkeys[int(g[x])]
+            topic = self.topics[tn]
+            for k in range(int(firsts[x]), int(rows.lasts[x]) + 1):
+                if cmpt[k]:
+                    v = self.cq_slow.unit(topic, qid, int(qoffs[k]))
+                    if v is not None:
+                        present[k] = True
+                        up[k], us[k], ut[k] = v
 
     def _cq_read(self, g: int, f0: int, p0: int, p1: int) -> None:
         """Read queue g's consume-queue piece holding bytes [p0, p1) of its file starting at f0 into the pool."""
