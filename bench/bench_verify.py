@@ -20,6 +20,7 @@ N x (-j1) (scaling; goal >= 0.8) and against the N-process zlib pass. Needs only
 `rebuild cq` / `rebuild index`.
 
   python bench/bench_verify.py --store /tmp/bench/store [--generate --count 2000000 --size 1024]
+                               [--topics 128 --queues 8: many queues, generated without the broker]
                                [--jobs 1,2,4,8,16] [--kernel auto,numba,numpy] [--no-broker] [--repeat 3]
 """
 from __future__ import annotations
@@ -38,13 +39,15 @@ from _measure import (ORACLE, RMQCTL, _crc_ranges, _slices, commitlog_files, crc
                       isal_available, kernel_envs, load_line, run_measured, warm)
 
 
-def generate(store: Path, count: int, size: int):
-    """The real broker writes the store (the oracle, Java); without Java: bench/gen_commitlog.py writes the
-    commitlog (one body repeated) and `rmqctl rebuild cq` / `rebuild index` write the consume queues and index."""
-    if shutil.which("java") is None or not Path(ORACLE).exists():
+def generate(store: Path, count: int, size: int, topics: int | None = None, queues: int | None = None):
+    """The real broker writes the store (the oracle, Java); without Java, or with --topics / --queues:
+    bench/gen_commitlog.py writes the commitlog (one body repeated) and `rmqctl rebuild cq` / `rebuild index`
+    write the consume queues and index."""
+    if shutil.which("java") is None or not Path(ORACLE).exists() or topics or queues:
         from gen_commitlog import build
 
-        print("no Java: gen_commitlog.py + rmqctl rebuild cq/index:", build(store, count * (size + 160), size))
+        shape = {k: v for k, v in (("topics", topics), ("queues", queues)) if v}
+        print("gen_commitlog.py + rmqctl rebuild cq/index:", build(store, count * (size + 160), size, **shape))
         for what in ("cq", "index"):
             r = subprocess.run([*RMQCTL, "rebuild", what, store, "--include-deleted-topics"], capture_output=True,
                                text=True)
@@ -74,6 +77,8 @@ def main():
     ap.add_argument("--generate", action="store_true", help="write the store with the oracle if missing")
     ap.add_argument("--count", type=int, default=2_000_000)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--topics", type=int, help="--generate without the broker: this many topics (default 8)")
+    ap.add_argument("--queues", type=int, help="--generate without the broker: queues per topic (default 4)")
     ap.add_argument("--jobs", default=f"1,{os.cpu_count()}")
     ap.add_argument("--kernel", default="", help="comma list of RMQCTL_KERNEL values (default: the tree's default)")
     ap.add_argument("--no-broker", action="store_true", help="skip the broker rows (no Java needed)")
@@ -83,7 +88,7 @@ def main():
     if not (store / "commitlog").is_dir():
         if not a.generate:
             sys.exit(f"no store at {store}; use --generate")
-        generate(store, a.count, a.size)
+        generate(store, a.count, a.size, a.topics, a.queues)
     files = commitlog_files(store)
     total = sum(p.stat().st_size for p in files)
     load0 = load_line()

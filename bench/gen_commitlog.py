@@ -70,5 +70,7 @@ if __name__ == "__main__":
     ap.add_argument("--bytes", type=int, default=1 << 30)
     ap.add_argument("--body", type=int, default=1024)
     ap.add_argument("--file-size", type=int, default=1 << 30)
+    ap.add_argument("--topics", type=int, default=8)
+    ap.add_argument("--queues", type=int, default=4, help="per topic")
     a = ap.parse_args()
-    print(build(a.root, a.bytes, a.body, a.file_size))
+    print(build(a.root, a.bytes, a.body, a.file_size, a.topics, a.queues))

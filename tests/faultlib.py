@@ -468,13 +468,14 @@ def _record(*, topic: str, qid: int, qoff: int, phys: int, body: bytes, props: b
 
 def make_store(root, *, messages: int = 400, file_size: int = 32 * 1024, cq_units: int = 64,
                hash_slots: int = 512, index_num: int = 2048, prop_crc_every: int = 7, abort: bool = False,
-               t0: int = 1_700_000_000_000) -> Path:
+               t0: int = 1_700_000_000_000, queues: int = 2) -> Path:
     """A clean, self-consistent synthetic store: several commitlog files ending in BLANK records, two
     topics x 2 queues, one SCHEDULE_TOPIC_XXXX delay message, one PREPARED transaction message (in no
     CQ), an IPv6 born host, a message whose body CRC is really 0, __CRC32# tails on every
     `prop_crc_every`-th message, consume queues with several files, one index file, a checkpoint
     and config/*.json (+ .bak). Store config: mappedFileSizeCommitLog=file_size,
-    mappedFileSizeConsumeQueue=cq_units*20, maxHashSlotNum=hash_slots, maxIndexNum=index_num."""
+    mappedFileSizeConsumeQueue=cq_units*20, maxHashSlotNum=hash_slots, maxIndexNum=index_num. `queues`: queues
+    per topic (many queues with few records each: verify's per-queue bookkeeping per batch)."""
     root = Path(root)
     for d in ("commitlog", "consumequeue", "index", "config"):
         (root / d).mkdir(parents=True, exist_ok=True)
@@ -486,7 +487,7 @@ def make_store(root, *, messages: int = 400, file_size: int = 32 * 1024, cq_unit
     index_items: list[tuple] = []   # (key_hash, phys, store_ts)
     last_ts = t0
     for i in range(messages):
-        topic, qid = (("TopicA", i % 2) if i % 3 else ("TopicB", i % 2))
+        topic, qid = (("TopicA", i % queues) if i % 3 else ("TopicB", i % queues))
         sys_flag, extra = 0, {}
         if i == 5:
             topic, qid, extra = "SCHEDULE_TOPIC_XXXX", 2, {"DELAY": "3", "REAL_TOPIC": "TopicA", "REAL_QID": "0"}

@@ -625,3 +625,58 @@ def test_equal_with_sparse_files(synthetic, tmp_path, layout):
         for k in (3, 8):
             assert _view(_ranges(ctx, str(p), int(p.name), 32 * 1024, k)) == want
         assert want["findings"] or layout == "hole_tail" and last
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["written_zeros", "sparse"])
+@pytest.mark.parametrize("tail", ["none", "valid_far", "invalid_far", "size_only_far", "last_unit", "pre_blank_far"])
+def test_check_queue_equal_with_zero_tail(tmp_path, sparse, tail):
+    """A queue mapped far larger than its units (the zeros after them are skipped, never read as units): the
+    findings equal the per-unit reference's, with a unit far into the zeros (a hole), in a file with written
+    zeros and in a sparse one (truncate-extended)."""
+    cq_size = 90_000 * 20                 # more than the first chunks read before the zeros are skipped
+    d = tmp_path / "store" / "consumequeue" / "T" / "0"
+    d.mkdir(parents=True)
+    units = b"".join(struct.pack(">qiq", 100 * k, 100, k) for k in range(300))
+    far = {"none": None, "valid_far": struct.pack(">qiq", 777_700, 100, 5),
+           "invalid_far": struct.pack(">qiq", -5, 100, 5), "size_only_far": struct.pack(">qiq", 0, 1 << 24, 0),
+           "last_unit": struct.pack(">qiq", 10**9, 100, 0), "pre_blank_far": PRE_BLANK}[tail]
+    at = (cq_size - 20) if tail == "last_unit" else 61_234 * 20 + 20 * 3
+    for name, with_far in (("00000000000000000000", True), (f"{cq_size:020d}", False)):
+        with open(d / name, "wb") as f:
+            f.write(units)
+            if not sparse:
+                f.write(bytes(cq_size - len(units)))
+            if with_far and far is not None:
+                f.seek(at)
+                f.write(far[:11] if tail == "size_only_far" else far)   # the non-zero bytes end mid-unit
+            f.truncate(cq_size)
+    if sparse:
+        assert os.stat(d / name).st_blocks * 512 < cq_size // 2      # the file system made a hole
+    for track in (None, QueueTrack(0, 299, 300, 300, 0, 0, None, 0, None, 0, None)):
+        for scanned, gaps, cl_min, cl_end in ((True, (), 0, 30_000), (False, (), 0, 30_000),
+                                              (True, ((0, 10_000),), 5_000, 2_000_000)):
+            f1, f2 = [], []
+            a = cqc.check_queue(tmp_path / "store", "T", 0, cq_size, track, cl_min, cl_end, f1,
+                                commitlog_scanned=scanned, cl_gaps=gaps)
+            b = reference_check_queue(tmp_path / "store", "T", 0, cq_size, track, cl_min, cl_end, f2,
+                                      commitlog_scanned=scanned, cl_gaps=gaps)
+            assert (asdict(a), [asdict(x) for x in f1]) == (asdict(b), [asdict(x) for x in f2])
+            holes = [(Path(x.path).name, x.offset) for x in f1 if x.check == "cq.hole"]
+            far_seen = tail in ("valid_far", "last_unit", "size_only_far", "pre_blank_far")
+            assert holes == [("00000000000000000000", at) if far_seen else (f"{cq_size:020d}", 0)]
+
+
+@pytest.mark.parametrize("cache", [None, 512])
+def test_equal_with_many_queues(tmp_path, monkeypatch, cache):
+    """2 topics x 160 queues of a few records, consume-queue files of 4 units: the batch path (its read-ahead
+    pool emptied mid-walk when `cache` is small) and the queue checks equal the references."""
+    from rmqctl.check import commitlog_batch as cb
+
+    root = F.make_store(tmp_path / "store", messages=1200, queues=160, cq_units=4)
+    assert len(list((root / "consumequeue").glob("*/*"))) >= 300
+    monkeypatch.setenv("RMQCTL_KERNEL", "numpy")
+    if cache:
+        monkeypatch.setattr(cb, "CQ_CACHE_BYTES", cache)
+    damage(root, [], [(k * 7919, 1 + k) for k in range(30)], 32 * 1024)
+    _check_root(root, 32 * 1024, 4 * 20, DELAYS, pieces=(3,))
+    _cq_equal(root, 4 * 20, 32 * 1024)

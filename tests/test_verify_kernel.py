@@ -284,3 +284,29 @@ def test_a_queue_offset_damaged_past_int64_bytes(synthetic, monkeypatch):
     """A flipped high byte of a QUEUEOFFSET (offset x 20 past 2^63) goes the unit-at-a-time way on the numba path
     too (found by the test above: it raised OverflowError there)."""
     test_equal_under_damage.hypothesis.inner_test(synthetic, monkeypatch, [(1, 20, 7)], [], 0, 2, 600)
+
+
+@pytest.fixture(scope="module")
+def many_queues(tmp_path_factory) -> Path:
+    """2 topics x 160 queues, a few records each (1200 records): every batch meets a hundred queues or more."""
+    return F.make_store(tmp_path_factory.mktemp("vkm") / "store", messages=1200, queues=160, cq_units=4)
+
+
+@pytest.mark.parametrize("cache", [None, 256, 4096])
+def test_equal_with_many_queues(many_queues, tmp_path, monkeypatch, cache):
+    """Hundreds of queues per batch, consume-queue files of 4 units (queues cross files), clean and with units
+    damaged; `cache`: a read-ahead pool of that many bytes, emptied and grown again and again mid-walk."""
+    root = many_queues
+    assert len(list((root / "consumequeue").glob("*/*"))) >= 300
+    if cache:
+        monkeypatch.setattr(cb, "CQ_CACHE_BYTES", cache)
+    got, want = _both(monkeypatch, root, 32 * 1024, 4 * 20, DELAYS, pieces=(3,), window=8192)
+    assert got == want
+    damaged = F.copy_store(root, tmp_path / "store")
+    rng = random.Random(cache)
+    damage(damaged, [], [(rng.randrange(100_000), rng.randrange(1, 256)) for _ in range(40)], 32 * 1024)
+    got, want = _both(monkeypatch, damaged, 32 * 1024, 4 * 20, DELAYS, pieces=(3,), window=8192)
+    assert got == want
+    # the damage was seen: units that disagree with their record, or missing, in many queues
+    bad = {q for v in want for q, t in v["queues"].items() if t["missing"] or t["mismatches"]}
+    assert len(bad) >= 10, bad

@@ -9,7 +9,7 @@ import numpy as np
 
 from rmqctl.check.commitlog_end import classify_end
 from rmqctl.check.commitlog_results import FileResult, QueueTrack, ScanContext
-from rmqctl.check.cq_units import CQ_CHUNK_UNITS, CqReader, pread_or_empty
+from rmqctl.check.cq_units import CQ_CHUNK_UNITS, CqPool, CqReader, pread_or_empty
 from rmqctl.check.findings import ERROR, Finding
 from rmqctl.check.interner import Interner
 from rmqctl.dispatch import MULTI_OFFSET_PROPERTY as _MULTI_OFFSET
@@ -75,8 +75,10 @@ def preload() -> None:
     _nb_batch()
 
 
-CQ_CACHE_BYTES = 32 << 20     # consume-queue units read ahead, shared by the queues met so far (2x at most)
+CQ_CACHE_BYTES = 32 << 20     # consume-queue units read ahead, shared by the queues met so far (the pool: 2x at
+# most, and what one batch reads on top)
 CQ_AHEAD_MAX = 1 << 20
+_QMAX = ((1 << 62) - 1) // UNIT_SIZE     # a larger queue offset's byte position is absurd (a damaged QUEUEOFFSET)
 
 # the numba path's window: 2 MiB stays in the L2/L3 caches from the walk to the checks after it (measured here:
 # 8 MiB 1.29, 2 MiB 1.13-1.19, 1 MiB 1.22-1.28, 512 KiB 1.40-1.45 CPU s on 1.23 GB; the numpy path wants 8)
@@ -160,8 +162,7 @@ class RangeScan:
         self.cq_slow = CqReader(ctx.root, ctx.cq_file_size) if ctx.check_cq else None
         # tagsCode <= Integer.MIN_VALUE - 1 is an ext-file address only where consume-queue ext exists
         self.ext_floor = -2147483649 if os.path.isdir(os.path.join(ctx.root, "consumequeue_ext")) else None
-        self.cq_cache: dict = {}          # queue number -> (cq file start, first byte pos, units array)
-        self.cq_cached = 0                # bytes held by cq_cache
+        self.cq_pool = CqPool(2 * CQ_CACHE_BYTES)     # queue number -> its cached consume-queue piece
         self.windows_left = 1             # about how many windows of this range are still to come
         self.topic_interner = Interner()
         self.tb_tn: list = []             # topic-bytes id -> topic number
@@ -397,13 +398,7 @@ class RangeScan:
         us = np.zeros(len(queue), np.int64)
         ut = np.zeros(len(queue), np.int64)
         present = np.zeros(len(queue), bool)
-        for a, z in zip(rows.firsts.tolist(), rows.lasts.tolist()):
-            z += 1
-            sel = cmpt[a:z]
-            if not sel.any():
-                continue
-            g = int(queue[a])
-            self._units(g, qoffs[a:z], sel, up[a:z], us[a:z], ut[a:z], present[a:z])
+        self._units(rows, cmpt, up, us, ut, present)
         missing = cmpt & (~present | (up < 0) | (us <= 0))
         tag_bad = ut != tags
         if self.ext_floor is not None:
@@ -425,58 +420,68 @@ class RangeScan:
                     self.first_mismatch[gg] = (int(qoffs[k]), (int(offs[k]), int(tots[k]), int(tags[k])),
                                                (int(up[k]), int(us[k]), int(ut[k])))
 
-    def _units(self, g, qs, sel, up, us, ut, present) -> None:
-        """Fill the unit (phys, size, tags) at each selected queue offset of queue g, reading its consume
-        queue in bounded pieces (one cached piece per queue); `present` False where there is no unit."""
+    def _units(self, rows: QueueRows, cmpt, up, us, ut, present) -> None:
+        """Fill the unit (phys, size, tags) at the queue offset of every compared row (cmpt), from each queue's
+        cached consume-queue piece (CqPool), read now for the queues whose piece does not hold their offsets
+        (in bounded pieces, read ahead); `present` False where there is no unit. Array work per batch: Python
+        runs only for the queues read now and those looked up one unit at a time."""
+        queue, qoffs, firsts = rows.queue, rows.qoffs, rows.firsts
+        cnt = np.add.reduceat(cmpt.astype(np.int64), firsts)
+        qmin = np.minimum.reduceat(np.where(cmpt, qoffs, np.iinfo(np.int64).max), firsts)
+        qmax = np.maximum.reduceat(np.where(cmpt, qoffs, -1), firsts)
+        g = queue[firsts]
         cqfs = self.ctx.cq_file_size
-        qv = qs[sel]
-        qmin, qmax = int(qv.min()), int(qv.max())
-        b0, b1 = qmin * UNIT_SIZE, qmax * UNIT_SIZE
-        f0, f1 = b0 - b0 % cqfs, b1 - b1 % cqfs
-        if qmin < 0 or f0 != f1 or qmax - qmin > 4 * len(qv) + 1024:
-            # negative, crossing a consume-queue file, or scattered offsets: one unit at a time
-            tn, qid = self.qkeys[g]
+        ok = (cnt > 0) & (qmin >= 0) & (qmax <= _QMAX)
+        b0 = np.where(ok, qmin, 0) * UNIT_SIZE
+        b1 = np.where(ok, qmax, 0) * UNIT_SIZE
+        f0 = b0 - b0 % cqfs
+        # negative or absurd (a damaged QUEUEOFFSET), crossing a consume-queue file, or scattered offsets: one
+        # unit at a time
+        slow = (cnt > 0) & ~(ok & (f0 == b1 - b1 % cqfs) & (qmax - qmin <= 4 * cnt + 1024))
+        pool = self.cq_pool
+        pool.trim()     # no place in the pool is in use between batches
+        p0, p1 = b0 - f0, b1 - f0 + UNIT_SIZE
+        known = g < len(pool.f0)
+        gk = np.where(known, g, 0)
+        hit = known & (pool.f0[gk] == f0) & (pool.p0[gk] <= p0) & (p1 <= pool.p0[gk] + UNIT_SIZE * pool.n[gk])
+        for x in np.flatnonzero((cnt > 0) & ~slow & ~hit).tolist():
+            self._cq_read(int(g[x]), int(f0[x]), int(p0[x]), int(p1[x]))
+        # every queue's piece is in the pool now: its base (byte position of its first unit in the queue), its
+        # units and where they lie in the pool, per row
+        gk = np.where(g < len(pool.f0), g, 0)
+        seg = np.repeat(np.arange(len(firsts)), rows.lasts - firsts + 1)
+        rg = gk[seg]
+        fast = cmpt & ~slow[seg]
+        j = qoffs - (f0[seg] + pool.p0[rg]) // UNIT_SIZE
+        there = fast & (j < pool.n[rg])
+        rows_in = np.flatnonzero(there)
+        if len(rows_in):
+            at = pool.at[rg[rows_in]] + UNIT_SIZE * j[rows_in]
+            u = pool.buf[at[:, None] + np.arange(UNIT_SIZE)].reshape(-1).view(self.unit_dtype)
+            up[rows_in] = u["physical_offset"]
+            us[rows_in] = u["size"]
+            ut[rows_in] = u["tags_code"]
+            present[rows_in] = True
+        for x in np.flatnonzero(slow).tolist():
+            tn, qid = self.qkeys[int(g[x])]
             topic = self.topics[tn]
-            for k in np.flatnonzero(sel).tolist():
-                u = self.cq_slow.unit(topic, qid, int(qs[k]))
-                if u is not None:
-                    present[k] = True
-                    up[k], us[k], ut[k] = u
-            return
-        arr, base = self._cq_piece(g, f0, b0 - f0, b1 - f1 + UNIT_SIZE)
-        j = (qv * UNIT_SIZE - base) // UNIT_SIZE
-        ok = j < len(arr)
-        jj = np.where(ok, j, 0)
-        if len(arr):
-            u = arr[jj]
-            idx = np.flatnonzero(sel)
-            up[idx] = np.where(ok, u["physical_offset"], 0)
-            us[idx] = np.where(ok, u["size"], 0)
-            ut[idx] = np.where(ok, u["tags_code"], 0)
-            present[idx] = ok
+            for k in range(int(firsts[x]), int(rows.lasts[x]) + 1):
+                if cmpt[k]:
+                    v = self.cq_slow.unit(topic, qid, int(qoffs[k]))
+                    if v is not None:
+                        present[k] = True
+                        up[k], us[k], ut[k] = v
 
-    def _cq_piece(self, g: int, f0: int, p0: int, p1: int):
-        """(units, byte position of units[0] in the queue) of queue g's cached consume-queue piece holding bytes
-        [p0, p1) of its file starting at f0, read now when the cached piece does not hold them."""
-        c = self.cq_cache.get(g)
-        if c is None or c[0] != f0 or p0 < c[1] or p1 > c[1] + UNIT_SIZE * len(c[2]):
-            tn, qid = self.qkeys[g]
-            path = os.path.join(self.cq_base, self.topics[tn], str(qid), f"{f0:020d}")
-            # read ahead 16x what this batch needs, at least the queue's share of CQ_CACHE_BYTES (each read opens
-            # the file: with few queues, a few large reads per queue; with many, 10 KB each at least)
-            share = CQ_CACHE_BYTES // max(1, len(self.qkeys))
-            ahead = max(16 * (p1 - p0), min(max(share, CQ_CHUNK_UNITS * UNIT_SIZE), CQ_AHEAD_MAX,
-                                            2 * (p1 - p0) * self.windows_left))     # no more than the range needs
-            data = pread_or_empty(path, min(ahead, self.ctx.cq_file_size - p0), p0)
-            arr = np.frombuffer(data, self.unit_dtype, len(data) // UNIT_SIZE)
-            if c is not None:
-                self.cq_cached -= c[2].nbytes
-            if self.cq_cached + arr.nbytes > 2 * CQ_CACHE_BYTES:     # pieces sized when fewer queues were known
-                self.cq_cache.clear()
-                self.cq_cached = 0
-            self.cq_cached += arr.nbytes
-            c = self.cq_cache[g] = (f0, p0, arr)
-        return c[2], f0 + c[1]
+    def _cq_read(self, g: int, f0: int, p0: int, p1: int) -> None:
+        """Read queue g's consume-queue piece holding bytes [p0, p1) of its file starting at f0 into the pool."""
+        tn, qid = self.qkeys[g]
+        path = os.path.join(self.cq_base, self.topics[tn], str(qid), f"{f0:020d}")
+        # read ahead 16x what this batch needs, at least the queue's share of CQ_CACHE_BYTES (each read opens
+        # the file: with few queues, a few large reads per queue; with many, 10 KB each at least)
+        share = CQ_CACHE_BYTES // max(1, len(self.qkeys))
+        ahead = max(16 * (p1 - p0), min(max(share, CQ_CHUNK_UNITS * UNIT_SIZE), CQ_AHEAD_MAX,
+                                        2 * (p1 - p0) * self.windows_left))     # no more than the range needs
+        self.cq_pool.put(g, f0, p0, pread_or_empty(path, min(ahead, self.ctx.cq_file_size - p0), p0))
 
     def _tags(self, props: JoinedProps):
         """tagsCode (TAGS hash) of every record of the batch: TAGS located as arrays over the joined

@@ -132,35 +132,32 @@ def _compare(scan, st, bt, rec, flags, rtags, tn, g, qid, qoff, offs, tots) -> N
     lq = np.empty(nrow, np.int64)
     order, qmin, qmax, cnt = (np.empty(nrow, np.int64) for _ in range(4))
     m = vk.local_queues(g, cmpt, qoff, lq, order, qmin, qmax, cnt, st.mark)
-    w_start, w_base, w_j0, w_end = (np.zeros(m, np.int64) for _ in range(4))
+    w_start, w_base, w_j0, w_end, todo = (np.zeros(m, np.int64) for _ in range(5))
     preset = np.zeros(nrow, np.bool_)
     pp, ps, pt = (np.zeros(nrow, np.int64) for _ in range(3))
-    pieces, at = [], 0
+    pool = scan.cq_pool
+    pool.trim()     # no place in the pool is in use between batches
     cqfs = scan.ctx.cq_file_size
-    for x in range(m):
-        q, lo, hi, c = int(order[x]), int(qmin[x]), int(qmax[x]), int(cnt[x])
-        b0, b1 = lo * UNIT_SIZE, hi * UNIT_SIZE
-        f0, f1 = b0 - b0 % cqfs, b1 - b1 % cqfs
-        if lo < 0 or b1 >= 1 << 62 or f0 != f1 or hi - lo > 4 * c + 1024:
-            # negative or absurd (a damaged QUEUEOFFSET), crossing a consume-queue file, or scattered offsets:
-            # one unit at a time
+    # the queues whose cached piece holds their units are planned compiled; Python reads the others' pieces
+    # (once per queue and read-ahead, not per batch) or looks their units up one at a time
+    k = vk.plan(order, qmin, qmax, cnt, m, cqfs, pool.f0, pool.p0, pool.n, pool.at, w_start, w_base, w_j0, w_end,
+                todo)
+    for x in todo[:k].tolist():
+        q, lo, hi = int(order[x]), int(qmin[x]), int(qmax[x])
+        if w_end[x] == -1:
             t, qi = scan.qkeys[q]
             topic = scan.topics[t]
-            w_end[x] = -1
             for r in np.flatnonzero(lq == x).tolist():
                 u = scan.cq_slow.unit(topic, qi, int(qoff[r]))
                 if u is not None:
                     preset[r] = True
                     pp[r], ps[r], pt[r] = u
             continue
-        arr, base = scan._cq_piece(q, f0, b0 - f0, b1 - f1 + UNIT_SIZE)
-        j0 = (b0 - base) // UNIT_SIZE
-        j1 = min(len(arr), (b1 - base) // UNIT_SIZE + 1)
-        w_base[x], w_j0[x], w_end[x], w_start[x] = base, j0, len(arr), at
-        if j1 > j0:
-            pieces.append(arr[j0:j1].view(np.uint8))
-            at += (j1 - j0) * UNIT_SIZE
-    units = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)    # writable: one compiled signature
+        b0, b1 = lo * UNIT_SIZE, hi * UNIT_SIZE
+        f0 = b0 - b0 % cqfs
+        scan._cq_read(q, f0, b0 - f0, b1 - f0 + UNIT_SIZE)
+        w_base[x], w_j0[x], w_end[x], w_start[x] = f0 + int(pool.p0[q]), 0, int(pool.n[q]), int(pool.at[q])
+    units = pool.buf        # read after the reads above: the pool may have grown (places kept)
     up, us, ut = (np.empty(nrow, np.int64) for _ in range(3))
     floor = scan.ext_floor
     ev = vk.compare(lq, g, qoff, offs, tots, tags, units, w_start, w_base, w_j0, w_end, preset, pp, ps, pt,

@@ -37,19 +37,29 @@ def unit_location(directory: Path, cq_file_size: int, q: int) -> tuple[str, int]
     return str(directory / f"{fstart:020d}"), byte - fstart
 
 
+FIRST_CHUNK = 1024     # units read first: a queue of a many-queue store holds a few hundred
+
+
 def _unit_chunks(path: Path, n_units: int):
-    """(first unit index, phys, size, tags) arrays of the units of one file, CHUNK units at a time."""
+    """(first unit index, phys, size, tags) arrays of the units of one file, a chunk at a time (1024 units
+    first, doubling up to CHUNK while the units go on). A run of zero bytes after a chunk ending with a zero
+    unit is skipped without being read as units (rmqctl.store.zeros: holes not read, written zeros compared
+    in bulk): the next chunk starts at the unit holding the next non-zero byte. Zero units are invalid (size
+    0), and the zero unit before the run already ended the queue, so every rule sees what it would see
+    reading the zeros: the consume queues of a many-queue store are mapped at 6 MB and hold a few KB."""
     from rmqctl.formats._derive import numpy_dtype
     from rmqctl.formats.consumequeue import ConsumeQueueUnit
+    from rmqctl.store.zeros import next_nonzero
 
     import numpy as np
 
     dt = numpy_dtype(ConsumeQueueUnit)
+    zero_unit = bytes(UNIT_SIZE)
     fd = open_read(path)
     try:
-        i = 0
+        i, want = 0, FIRST_CHUNK
         while i < n_units:
-            data = os.pread(fd, min(CHUNK, n_units - i) * UNIT_SIZE, i * UNIT_SIZE)
+            data = os.pread(fd, min(want, n_units - i) * UNIT_SIZE, i * UNIT_SIZE)
             k = len(data) // UNIT_SIZE
             if k == 0:
                 return
@@ -57,6 +67,12 @@ def _unit_chunks(path: Path, n_units: int):
             yield (i, u["physical_offset"].astype(np.int64), u["size"].astype(np.int64),
                    u["tags_code"].astype(np.int64))
             i += k
+            want = min(2 * want, CHUNK)
+            if i < n_units and data[(k - 1) * UNIT_SIZE:k * UNIT_SIZE] == zero_unit:
+                nz = next_nonzero(fd, i * UNIT_SIZE, n_units * UNIT_SIZE)
+                if nz is None:
+                    return
+                i, want = nz // UNIT_SIZE, FIRST_CHUNK
     finally:
         os.close(fd)
 

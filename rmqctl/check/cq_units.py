@@ -56,3 +56,61 @@ class CqReader:
         if rel + UNIT_SIZE > len(c[2]):
             return None
         return CQ_UNIT.unpack_from(c[2], rel)
+
+
+class CqPool:
+    """verify's consume-queue read-ahead: one cached piece per queue (queue number g), all in one byte pool,
+    described by arrays a compiled kernel reads (rmqctl.kernels.verify_nb.plan): the piece's file start f0[g]
+    (-1: none), its first byte position in that file p0[g], its unit count n[g] and where its bytes lie in the
+    pool, at[g]. A queue's next piece takes its place when it fits there. `trim` (called where no place handed
+    out is in use any more) empties the pool once it holds more than `cap` bytes; between two trims it grows
+    instead, copying what it holds, so the places handed out stay valid."""
+
+    def __init__(self, cap: int):
+        import numpy as np
+
+        self.cap = cap
+        self.buf = np.empty(1 << 16, np.uint8)
+        self.used = 0
+        self.f0 = np.full(64, -1, np.int64)
+        self.p0, self.n, self.at, self.room = (np.zeros(64, np.int64) for _ in range(4))
+
+    def holds(self, g: int, f0: int, p0: int, p1: int) -> bool:
+        """The piece of queue g holds bytes [p0, p1) of its file starting at f0."""
+        return g < len(self.f0) and self.f0[g] == f0 and self.p0[g] <= p0 and p1 <= self.p0[g] + UNIT_SIZE * self.n[g]
+
+    def trim(self) -> None:
+        import numpy as np
+
+        if self.used > self.cap:
+            self.f0[:] = -1
+            self.room[:] = 0
+            self.used = 0
+            if len(self.buf) > self.cap:
+                self.buf = np.empty(self.cap, np.uint8)
+
+    def put(self, g: int, f0: int, p0: int, data: bytes) -> None:
+        """Queue g's piece is now the units of `data`, bytes from p0 of its file starting at f0."""
+        import numpy as np
+
+        if g >= len(self.f0):
+            k = max(2 * len(self.f0), g + 1) - len(self.f0)
+            self.f0 = np.concatenate((self.f0, np.full(k, -1, np.int64)))
+            self.p0, self.n, self.at, self.room = (np.concatenate((a, np.zeros(k, np.int64)))
+                                                   for a in (self.p0, self.n, self.at, self.room))
+        k = len(data) // UNIT_SIZE * UNIT_SIZE
+        if k > self.room[g]:
+            end = self.used + k
+            if end > len(self.buf):
+                buf = np.empty(max(2 * len(self.buf), end), np.uint8)
+                buf[:self.used] = self.buf[:self.used]
+                self.buf = buf
+            self.at[g], self.room[g], self.used = self.used, k, end
+        a = int(self.at[g])
+        self.buf[a:a + k] = np.frombuffer(data, np.uint8, k)
+        self.f0[g], self.p0[g], self.n[g] = f0, p0, k // UNIT_SIZE
+
+    def units(self, g: int):
+        """Queue g's piece, bytes (a view of the pool)."""
+        a = int(self.at[g])
+        return self.buf[a:a + UNIT_SIZE * int(self.n[g])]

@@ -283,6 +283,46 @@ def local_queues(g, cmp, qoff, lq, order, qmin, qmax, nrows, mark):
     return m
 
 
+_QMAX = ((1 << 62) - 1) // 20     # a larger queue offset's byte position is absurd (a damaged QUEUEOFFSET)
+
+
+@njit(cache=True, nogil=True)
+def plan(order, qmin, qmax, nrows, m, cqfs, c_f0, c_p0, c_n, c_at, w_start, w_base, w_j0, w_end, todo):
+    """Where compare finds each local queue's units (its w_* entries) when the queue's cached consume-queue
+    piece (rmqctl.check.cq_units.CqPool: c_f0 .. c_at per queue number) holds its offsets qmin..qmax. The
+    others are left to Python, in todo (returns how many): w_end -1, one unit at a time (a negative or absurd
+    offset, offsets crossing a consume-queue file or scattered), or -2, the piece is read first."""
+    k = 0
+    for x in range(m):
+        q = order[x]
+        lo = qmin[x]
+        hi = qmax[x]
+        w_end[x] = -1
+        if lo < 0 or hi > _QMAX:
+            todo[k] = x
+            k += 1
+            continue
+        b0 = lo * 20
+        b1 = hi * 20
+        f0 = b0 - b0 % cqfs
+        if f0 != b1 - b1 % cqfs or hi - lo > 4 * nrows[x] + 1024:
+            todo[k] = x
+            k += 1
+            continue
+        p0 = b0 - f0
+        p1 = b1 - f0 + 20
+        if q < len(c_f0) and c_f0[q] == f0 and c_p0[q] <= p0 and p1 <= c_p0[q] + 20 * c_n[q]:
+            w_base[x] = f0 + c_p0[q]
+            w_j0[x] = 0
+            w_end[x] = c_n[q]
+            w_start[x] = c_at[q]
+        else:
+            w_end[x] = -2
+            todo[k] = x
+            k += 1
+    return k
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _be(buf, p, n):
     v = np.int64(0)
@@ -345,5 +385,6 @@ def warm() -> None:
     queue_numbers(i64, i64, i64, i64, z())
     track(i64, i64, i64, z(), z(), z(), z(), z(), z(), z())
     local_queues(i64, np.zeros(1, np.bool_), i64, z(), z(), z(), z(), z(), np.full(1, -1, np.int64))
+    plan(i64, i64, i64, i64, 1, 1280, i64, i64, i64, i64, z(), z(), z(), z(), z())
     compare(np.full(1, -1, np.int64), i64, i64, i64, i64, i64, b, i64, i64, i64, i64, np.zeros(1, np.bool_), i64,
             i64, i64, False, 0, z(), z(), z(), z(), z())
