@@ -265,12 +265,16 @@ class QueueState:
 
 
 def load_units(path, size: int):
-    """The units of one file as a numpy structured array (bounded: one CQ file)."""
+    """The units of one file up to its last non-zero one, as a numpy structured array (bounded: one CQ file;
+    the zero units after them are invalid, and its zeros are not read where they are a hole)."""
     import numpy as np
+
+    from rmqctl.repair.sparse import last_nonzero
 
     dt = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
     with open(path, "rb") as f:
-        data = f.read(size)
+        end = last_nonzero(f.fileno(), 0, size)
+        data = os.pread(f.fileno(), min(size, -(-end // UNIT_SIZE) * UNIT_SIZE), 0)
     n = len(data) // UNIT_SIZE
     return np.frombuffer(data[:n * UNIT_SIZE], dtype=dt), data
 
