@@ -21,7 +21,8 @@ AREA_CHOICES = ("commitlog", "cq", "index", "checkpoint", "config")
 @click.option("--only", "only", multiple=True, type=click.Choice(AREA_CHOICES),
               help="Run only these areas (repeatable). Cross-checks need both sides.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="Processes for the commitlog scan [default: up to 2 on stores over 256 MiB].")
+              help="Processes for the commitlog scan; the index files are checked by one of them beside it "
+                   "[default: up to 2 on stores over 256 MiB].")
 @click.option("--index-sample", type=click.IntRange(min=0), default=64, show_default=True,
               help="Index items per file checked against their message.")
 @click.option("--broker-version", default=None, metavar="X.Y.Z",
