@@ -80,8 +80,9 @@ CQ_CACHE_BYTES = 32 << 20     # consume-queue units read ahead, shared by the qu
 CQ_AHEAD_MAX = 1 << 20
 _QMAX = ((1 << 62) - 1) // UNIT_SIZE     # a larger queue offset's byte position is absurd (a damaged QUEUEOFFSET)
 
-# the numba path's window: 2 MiB stays in the L2/L3 caches from the walk to the checks after it (measured here:
-# 8 MiB 1.29, 2 MiB 1.13-1.19, 1 MiB 1.22-1.28, 512 KiB 1.40-1.45 CPU s on 1.23 GB; the numpy path wants 8)
+# the numba path's window: small enough to stay in the L2/L3 caches from the walk to the checks after it, large
+# enough that the per-window Python work is paid few times (measured on 4 and 32 queues: 4 MiB beat 2 and 8;
+# earlier, on 4 queues: 8 MiB 1.29, 2 MiB 1.13-1.19, 512 KiB 1.40-1.45 CPU s on 1.23 GB; the numpy path wants 8)
 NB_WINDOW = 4 * 1024 * 1024
 
 
