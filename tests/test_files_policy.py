@@ -232,3 +232,29 @@ def test_a_symlinked_quarantine_folder_is_refused(tmp_path):
     code, out, err = rmq("recover", root)
     assert code == 8 and "rmqctl-quarantine" in err and "symlink" in err, err
     assert hashes(root) == before and list(outside.iterdir()) == []
+
+
+def test_inside_answers_as_resolving_both_paths(tmp_path):
+    """inside() answers without resolving a path spelled as the root plus plain names; every spelling, link
+    and '..' gives what comparing both resolved paths gives."""
+    from rmqctl.store.files import inside
+
+    root, out = tmp_path / "store", tmp_path / "elsewhere"
+    (root / "consumequeue" / "T" / "0").mkdir(parents=True)
+    (out / "q").mkdir(parents=True)
+    (root / "consumequeue" / "Out").symlink_to(out)
+    (root / "consumequeue" / "In").symlink_to(root / "consumequeue" / "T")
+    (tmp_path / "rootlink").symlink_to(root)
+
+    def resolved(p, r):
+        r, p = os.path.realpath(r), os.path.realpath(p)
+        return p == r or p.startswith(r + os.sep)
+
+    cq = root / "consumequeue"
+    cases = [cq / "T" / "0", cq / "Out" / "q", cq / "In" / "0", cq / "T" / ".." / ".." / ".." / "elsewhere",
+             cq / "Out" / ".." / "store", cq / "missing" / "0", cq / "Out" / "missing", tmp_path, root,
+             f"{cq}/T//0", f"{cq}/./T/0", out / "q"]
+    for r in (root, tmp_path / "rootlink", f"{root}/"):
+        for p in cases:
+            assert inside(p, r) == resolved(p, r), (p, r)
+    assert not inside(cq / "Out" / "q", root) and inside(cq / "In" / "0", root)

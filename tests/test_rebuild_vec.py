@@ -343,8 +343,13 @@ def tricky_store(root: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("what", ["cq", "index"])
-def test_batch_path_equals_per_record_path_on_tricky_records(tmp_path, what, kernel):
+@pytest.mark.parametrize("what,hold", [("cq", None), ("cq", 1), ("cq", 37), ("index", None)])
+def test_batch_path_equals_per_record_path_on_tricky_records(tmp_path, what, hold, kernel, monkeypatch):
+    """hold: the rows windows wait for before their units are appended (batch_dispatch.HeldWindows)."""
+    if hold is not None:
+        from rmqctl.repair.batch_dispatch import HeldWindows
+
+        monkeypatch.setattr(HeldWindows, "HOLD_ROWS", hold)
     root = tricky_store(tmp_path / "s" / "store")
     conf = root.parent / "manifest.json"
     a = _staged(root, what, conf, legacy=True, tmp=tmp_path)

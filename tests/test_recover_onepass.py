@@ -62,14 +62,17 @@ def _plan(root: Path, conf: Path, tmp: Path, speculate: bool, mode: str) -> dict
 @pytest.mark.parametrize("fixture", ["crash-multifile-v5", "crash-behind-v4", "basic-multifile-v5"])
 @pytest.mark.parametrize("fault", list(FAULTS))
 @pytest.mark.parametrize("mode", ["stop", "quarantine"])
-def test_one_pass_plans_what_two_passes_plan(tmp_path, fixture, fault, mode):
+def test_one_pass_plans_what_two_passes_plan(tmp_path, fixture, fault, mode, monkeypatch):
+    from rmqctl.repair.batch_dispatch import HeldWindows
+
     F.copy_store(STORES / fixture, tmp_path / fixture)
     root = tmp_path / fixture / "store"
     conf = tmp_path / fixture / "manifest.json"
     (root / "abort").touch()
     FAULTS[fault](root)
-    one = _plan(root, conf, tmp_path, True, mode)
     two = _plan(root, conf, tmp_path, False, mode)
+    monkeypatch.setattr(HeldWindows, "HOLD_ROWS", 3)    # units held a few windows at a time, not all of them
+    one = _plan(root, conf, tmp_path, True, mode)
     assert two["summary"].pop("commitlog_passes", 2) == 2
     used = one["summary"].pop("commitlog_passes", None)
     assert one == two
@@ -79,3 +82,41 @@ def test_one_pass_plans_what_two_passes_plan(tmp_path, fixture, fault, mode):
         assert used == 1
     if fault == "cq-ahead" and fixture.startswith("crash"):
         assert used == 2
+
+
+STATE = ("keep_end", "kept_any", "max_phys", "dropped_units", "dropped_valid_below", "base", "end", "out_base")
+
+
+def test_a_queue_truncated_at_a_cut_above_its_units_is_not_read_again(tmp_path):
+    """Pass 1 keeps each queue as it read it; the real cut reuses that only when every unit lies below it,
+    and then equals reading the queue again at that cut (at cuts on and below a unit it reads again)."""
+    from rmqctl.repair import queue_state as QS
+    from rmqctl.repair import speculation
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    fixture = "crash-multifile-v5"
+    F.copy_store(STORES / fixture, tmp_path / fixture)
+    root = tmp_path / fixture / "store"
+    cfg = StoreConfig().with_values(json.loads((tmp_path / fixture / "manifest.json").read_text())["store_config"])
+    store = Store.open(root, cfg)
+    files = store.commitlog.files
+    sp = speculation.Speculation.start(store, files, files[0].start, type("O", (), {"from_start": False})(),
+                                       tmp_path / "staging", cfg)
+    assert sp.fresh
+    checked = 0
+    for (topic, qid), fresh in sp.fresh.items():
+        top = fresh.seen_phys
+        assert top >= 0
+        for cut in (None, top + 1, top + 10**6, top, top - 1, 0):
+            got = sp.truncated(topic, qid, cut)
+            if cut is not None and cut <= top:
+                assert got is None
+                continue
+            want = QS.truncate_state(store, topic, qid, cut)
+            assert [getattr(got, k) for k in STATE] == [getattr(want, k) for k in STATE]
+            assert [f.path for f in got.files] == [f.path for f in want.files]
+            assert got is not sp.truncated(topic, qid, cut)
+            checked += 1
+    assert checked >= 3 * len(sp.fresh)
+    sp.drop()

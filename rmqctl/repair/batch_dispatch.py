@@ -9,6 +9,7 @@ from rmqctl import dispatch as D
 from rmqctl.errors import ProblemsFound
 from rmqctl.formats import commitlog as clf
 from rmqctl.formats.consumequeue import UNIT_SIZE
+from rmqctl.repair import batchcq as BQ
 from rmqctl.repair import queue_state as QS
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair.fillers import QUARANTINE_TOPIC
@@ -40,12 +41,15 @@ def dispatch_segments(store, files, segments, validated_from, states, rebuilder,
     fill_at = {f.start: f for f in fillers}
     idx_from = idx["from"] if idx is not None else None
     topics = VD.Topics()
+    held = HeldWindows(store, topics, states, staging)
     for _si, (a, b) in enumerate(segments):
         walk = Walk()
         # Records before the broker's start file are trusted like the broker trusts them (its reput
         # does not check CRCs either); everything from the start file on was validated by pass 1.
         for bt in VD.batches(store, files, a, b, check_crc=False, walk=walk):
-            dispatch_batch(store, bt, topics, states, rebuilder, idx_from, cfg.delay_levels, staging, fillers=fillers)
+            dispatch_batch(store, bt, topics, states, rebuilder, idx_from, cfg.delay_levels, staging, fillers=fillers,
+                           held=held)
+        held.flush()
         stop = walk.ends[-1].stop if walk.ends else None
         if a < validated_from and stop is not None and stop.offset < min(b, validated_from) \
                 and stop.kind not in (END, BLANK_RECORD):
@@ -63,11 +67,12 @@ def new_queue_state(store, staging, topic, qid):
 
 
 def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, staging, *, fillers=(),
-                   topic=None, queue=None, create=True, skip=None) -> None:
+                   topic=None, queue=None, create=True, skip=None, held=None) -> None:
     """CommitLogDispatcherBuildConsumeQueue and BuildIndex for one scanvec batch. `states` None: no
     consume queues; `rebuilder` None: no index; idx_from: first commitlog offset the index takes.
     topic/queue restrict the consume queues built (rebuild cq --topic/--queue); skip: a
-    topic_filter.TopicFilter whose skipped topics are neither queued nor indexed (rebuild, F21)."""
+    topic_filter.TopicFilter whose skipped topics are neither queued nor indexed (rebuild, F21).
+    held: a HeldWindows the units may wait in (the caller flushes it before it reads `states`)."""
     import numpy as np
 
     from rmqctl.repair import vecdispatch as VD
@@ -83,6 +88,8 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
             props = VD.props_of(bt)
             multi = VD.multi_targets(bt, props, rows, tids, topics, D.lmq_on(store.config))
         if multi is not None:
+            if held is not None:
+                held.flush()
             _dispatch_multi(store, bt, topics, tids, states, rows, multi, props, delay, staging, topic, queue, create)
             rows = rows[:0]
         if topic is not None:
@@ -96,6 +103,8 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                 props = VD.props_of(bt)
             all_codes = VD.tags_codes(bt, props, tids, topics, delay, rows)    # once for the window's queues
             record = getattr(states, "record_window", None)    # a -j worker (repair.parallel): recorded
+            if record is None and held is not None and held.on and not fillers and create:
+                record = held.add
             if record is not None:
                 record(bt, rows, keys, all_codes)
             else:
@@ -112,6 +121,51 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
                 props = VD.props_of(bt)
             item_row, item_hash = VD.index_items(bt, props, tids, topics, rows)
             rebuilder.dispatch_many(offs[rows], bt.store_timestamp[rows], item_row, item_hash)
+
+
+def window_entry(bt, rows, keys, codes) -> tuple:
+    """What put_windows needs of a window's consume-queue rows (keys: topic id << 32 | queue id)."""
+    return (keys, bt.queue_id[rows], bt.offset[rows], bt.total_size[rows], codes, bt.queue_offset[rows],
+            bt.store_timestamp[rows])
+
+
+def put_windows(store, topics, states, entries, staging) -> None:
+    """_put_groups over consecutive windows' entries (window_entry) joined into one: each queue's units stay in
+    commitlog order (the grouping sort is stable), and the per-queue work is done once for all the windows."""
+    import types
+
+    import numpy as np
+
+    keys, qid, offs, sizes, codes, qoffs, ts = (np.concatenate(c) for c in zip(*entries)) if len(entries) > 1 \
+        else entries[0]
+    bt = types.SimpleNamespace(queue_id=qid, offset=offs, total_size=sizes, queue_offset=qoffs, store_timestamp=ts)
+    _put_groups(store, bt, topics, states, np.arange(len(keys)), keys, codes, None, staging, (), True)
+
+
+class HeldWindows:
+    """Consume-queue rows of consecutive windows held back and appended together (put_windows): on a store of
+    many queues the per-queue work of each 4 MiB window outweighed the units it appended. Held only where the
+    window's rows say all a queue needs (no batch consume queues, no fillers); bounded by HOLD_ROWS."""
+
+    HOLD_ROWS = 1 << 17     # ~7 MB of columns; about 128 MiB of 1 KiB records
+
+    def __init__(self, store, topics, states, staging):
+        self.store, self.topics, self.states, self.staging = store, topics, states, staging
+        self.on = states is not None and not getattr(states, "record_window", None) \
+            and not BQ.any_batch(store)
+        self.entries: list = []
+        self.rows = 0
+
+    def add(self, bt, rows, keys, codes) -> None:
+        self.entries.append(window_entry(bt, rows, keys, codes))
+        self.rows += len(rows)
+        if self.rows >= self.HOLD_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.entries:
+            entries, self.entries, self.rows = self.entries, [], 0
+            put_windows(self.store, self.topics, self.states, entries, self.staging)
 
 
 def _put_groups(store, bt, topics, states, rows, keys, codes, props, staging, fillers, create) -> None:

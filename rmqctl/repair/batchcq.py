@@ -36,6 +36,12 @@ def is_batch(store, topic: str) -> bool:
     return topic in topics
 
 
+def any_batch(store) -> bool:
+    """Some topic's queues are batch consume queues."""
+    is_batch(store, "")
+    return bool(store.__dict__["_batch_topics"])
+
+
 def queues(store) -> list:
     """Every queue directory the broker loads: consumequeue/ and batchconsumequeue/."""
     return sorted(set(store.queues()) | set(store.queues(B.DIR)))

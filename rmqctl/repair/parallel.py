@@ -98,8 +98,9 @@ class _RecStates(dict):
 
     def record_window(self, bt, rows, keys, codes) -> None:
         """The rows' units (keys: topic id << 32 | queue id, in this process's Topics)."""
-        self.entries.append(("window", (keys, bt.queue_id[rows], bt.offset[rows], bt.total_size[rows], codes,
-                                        bt.queue_offset[rows], bt.store_timestamp[rows])))
+        from rmqctl.repair.batch_dispatch import window_entry
+
+        self.entries.append(("window", window_entry(bt, rows, keys, codes)))
 
 
 class _RecIndex:
@@ -169,19 +170,13 @@ class Dispatch:
     def consume(self, out) -> None:
         import types
 
-        import numpy as np
-
-        from rmqctl.repair.batch_dispatch import _put_groups, new_queue_state
+        from rmqctl.repair.batch_dispatch import new_queue_state, put_windows
 
         names, entries = out["q"] or ((), ())
         topics = types.SimpleNamespace(names=names)
         for e in entries:
             if e[0] == "window":    # the same append as one process's dispatch_batch, for the range's windows
-                keys, qid, offs, sizes, codes, qoffs, ts = e[1]
-                bt = types.SimpleNamespace(queue_id=qid, offset=offs, total_size=sizes, queue_offset=qoffs,
-                                           store_timestamp=ts)
-                _put_groups(self.store, bt, topics, self.states, np.arange(len(keys)), keys, codes, None,
-                            self.staging, (), True)
+                put_windows(self.store, topics, self.states, [e[1]], self.staging)
                 continue
             t, q = e[1]
             st = self.states.get((t, q))

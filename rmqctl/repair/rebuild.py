@@ -9,7 +9,7 @@ from rmqctl import dispatch as D
 from rmqctl.repair import batchcq as BQ
 from rmqctl.repair import parallel as P
 from rmqctl.repair import rebuild_cq as RC
-from rmqctl.repair.batch_dispatch import dispatch_batch, new_queue_state
+from rmqctl.repair.batch_dispatch import HeldWindows, dispatch_batch, new_queue_state
 from rmqctl.repair.layout_checks import check_layout
 from rmqctl.repair.plan import Action, Ctx, Plan, rel_path
 from rmqctl.repair.queue_actions import ext_actions
@@ -117,10 +117,13 @@ def _feed(rb: Rebuild, walk: Walk, progress, records) -> int | None:
         from rmqctl.repair import vecdispatch as VD
 
         topics = VD.Topics()
+        states = rb.states if rb.what == "cq" else None
+        held = HeldWindows(rb.store, topics, states, rb.ctx.staging)
         for bt in VD.batches(rb.store, rb.store.commitlog.files, walk=walk, progress=progress):
             last = int(bt.offset[-1])
-            dispatch_batch(rb.store, bt, topics, rb.states if rb.what == "cq" else None, rb.rebuilder, None,
-                           rb.store.config.delay_levels, rb.ctx.staging, topic=rb.topic, queue=rb.queue, skip=rb.skip)
+            dispatch_batch(rb.store, bt, topics, states, rb.rebuilder, None, rb.store.config.delay_levels,
+                           rb.ctx.staging, topic=rb.topic, queue=rb.queue, skip=rb.skip, held=held)
+        held.flush()
         return last
     for r in records(walk):
         last = r.offset

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rmqctl import dispatch as D
@@ -87,6 +87,14 @@ class QueueState:
     staged: list = field(default_factory=list)          # (file start, staged path) of changed files
     done_files: set = field(default_factory=set)        # file starts already finished
     ext: "ExtQueue | None" = None      # enableConsumeQueueExt: units get ext addresses as tagsCode
+    # the highest physical offset of a unit truncate_state read (-1: none): a cut above it changes nothing
+    seen_phys: int = -1
+
+    def fresh_copy(self) -> "QueueState":
+        """A copy of a state as truncate_state left it, before any unit was appended (no ext)."""
+        if self.added or self.out or self.staged or self.ext is not None:
+            raise ValueError("fresh_copy of a queue state that has appended units")
+        return replace(self, files=list(self.files), out=bytearray(), staged=[], done_files=set())
 
     def start_from_existing(self):
         self.end = self.keep_end
@@ -294,11 +302,13 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
     first = max(0, len(files) - 3)
     keep_end, max_phys = files[first].start, -1
     limit = cut if cut is not None else 2**62
+    loaded: dict = {}
     for i in range(first, len(files)):
         f = files[i]
         if i > first and f.start != keep_end:
             break   # a missing file in between: nothing after it is reachable
-        u, _ = load_units(f.path, min(f.size, fs))
+        u = loaded[f.start] = load_units(f.path, min(f.size, fs))[0]
+        st.seen_phys = max(st.seen_phys, _top_phys(u))
         valid = (u["phys"] >= 0) & (u["size"] > 0) & (u["phys"] < limit)
         bad = np.flatnonzero(~valid)
         n_ok = int(bad[0]) if len(bad) else len(u)
@@ -314,7 +324,10 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
     for f in files:
         if f.start + fs <= keep_end:
             continue
-        u, _ = load_units(f.path, min(f.size, fs))
+        u = loaded.get(f.start)
+        if u is None:
+            u = load_units(f.path, min(f.size, fs))[0]
+            st.seen_phys = max(st.seen_phys, _top_phys(u))
         rest = u[max(0, (keep_end - f.start) // UNIT_SIZE):]
         live = (rest["phys"] != 0) | (rest["size"] != 0) | (rest["tags"] != 0)
         st.dropped_units += int(live.sum())
@@ -329,6 +342,11 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
     if store.config.enable_cq_ext:
         st.ext = _ext_after_recovery(store, topic, queue_id, files[first:], keep_end, fs)
     return st
+
+
+def _top_phys(u) -> int:
+    """An upper bound of the physical offsets a cut compares (of units with a valid offset and size)."""
+    return int(u["phys"].max()) if len(u) else -1
 
 
 def _ext_after_recovery(store, topic, queue_id, files, keep_end: int, fs: int) -> ExtQueue:

@@ -301,8 +301,11 @@ def _truncate_queues(rec: Recovery) -> None:
     """ConsumeQueue.recover + truncateDirtyLogicFiles(cut) for every queue; how far back dispatch must go."""
     rec.lower = rec.scan_start
     first = rec.files[0].start
+    spec = rec.speculation
     for topic, qid in BQ.queues(rec.store):
-        st = QS.truncate_state(rec.store, topic, qid, rec.ctx.cut)
+        st = spec.truncated(topic, qid, rec.ctx.cut) if spec is not None else None
+        if st is None:
+            st = QS.truncate_state(rec.store, topic, qid, rec.ctx.cut)
         st.stage_dir = rec.ctx.staging / "cq" / topic / str(qid)
         rec.states[(topic, qid)] = st
         if st.dropped_valid_below is not None and not rec.opts.from_start:

@@ -8,7 +8,8 @@ from pathlib import Path
 from rmqctl.errors import ProblemsFound
 from rmqctl.repair import batchcq as BQ
 from rmqctl.repair import queue_state as QS
-from rmqctl.repair.batch_dispatch import dispatch_batch
+from rmqctl.repair import rebuild_cq as RC
+from rmqctl.repair.batch_dispatch import HeldWindows, dispatch_batch
 from rmqctl.repair.index_plan import index_plan
 from rmqctl.repair.rebuild_index import IndexRebuilder
 from rmqctl.scan import BLANK_RECORD, END
@@ -30,9 +31,11 @@ class Speculation:
         self.dir = Path(staging) / "spec"
         self.states: dict = {}
         self.snap: dict = {}
+        self.fresh: dict = {}       # (topic, qid) -> the state before dispatch (plain queues without ext)
         self.idx = None
         self.rebuilder = None
         self.topics = None
+        self.held = None
         self.lower = None
         self.start_at = None
 
@@ -44,6 +47,8 @@ class Speculation:
         lower = scan_start
         for topic, qid in BQ.queues(store):
             st = QS.truncate_state(store, topic, qid, None)
+            if isinstance(st, RC.QueueState) and st.ext is None:
+                sp.fresh[(topic, qid)] = st.fresh_copy()
             st.stage_dir = sp.dir / "cq" / topic / str(qid)
             sp.states[(topic, qid)] = st
             sp.snap[(topic, qid)] = tuple(getattr(st, k) for k in STATE_FIELDS)
@@ -59,6 +64,7 @@ class Speculation:
             sp.rebuilder = IndexRebuilder(sp.dir / "index", cfg.hash_slot_num, cfg.index_num, i["names"],
                                           prev=i["prev"], prev_name=i["prev_name"], skip_keys_at=i["skip"])
         sp.topics = VD.Topics()
+        sp.held = HeldWindows(store, sp.topics, sp.states, sp.dir)
         try:
             if sp.start_at < scan_start:
                 # records before the broker's start file: trusted like pass 2 trusts them (no CRC)
@@ -72,16 +78,28 @@ class Speculation:
                 if stop is None or stop.kind != BLANK_RECORD or walk.ends[-1].file.start + cfg.commitlog_file_size \
                         != scan_start:
                     return sp.drop()    # the walk would not have reached the start file: let pass 2 decide
+                sp.held.flush()     # pass 1 may feed the states directly (-j)
         except BaseException:
             sp.drop()
             raise
         return sp
 
+    def truncated(self, topic: str, qid: int, cut: int | None):
+        """queue_state.truncate_state(store, topic, qid, cut) without reading the queue again, when the cut lies
+        above every unit it read (the result is then the one computed for no cut); else None."""
+        st = self.fresh.get((topic, qid))
+        if st is None or (cut is not None and st.seen_phys >= cut):
+            return None
+        return st.fresh_copy()
+
     def feed(self, b) -> None:
         dispatch_batch(self.store, b, self.topics, self.states, self.rebuilder,
-                       self.idx["from"] if self.idx is not None else None, self.cfg.delay_levels, self.dir)
+                       self.idx["from"] if self.idx is not None else None, self.cfg.delay_levels, self.dir,
+                       held=self.held)
 
     def holds(self, states, lower, idx, dispatch_start) -> bool:
+        """Whether the real end gives what was guessed (pass 1 is over: the units it held are appended first)."""
+        self.held.flush()
         if lower != self.lower or dispatch_start != self.start_at:
             return False
         if set(states) != set(self.snap):

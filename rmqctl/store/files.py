@@ -27,9 +27,33 @@ def kind_of(mode: int) -> str:
 
 def inside(path, root) -> bool:
     """Does ``path`` (links resolved) lie inside ``root`` (links resolved)?"""
+    if _plainly_below(os.fspath(path), os.fspath(root)):
+        return True
     r = os.path.realpath(root)
     p = os.path.realpath(path)
     return p == r or p.startswith(r.rstrip(os.sep) + os.sep)
+
+
+def _plainly_below(p: str, r: str) -> bool:
+    """``p`` is spelled as ``r`` plus names, none of them '..' and none a symlink: then it resolves inside
+    ``r`` whatever ``r`` resolves to (a few lstat calls instead of resolving both paths from /)."""
+    r = r.rstrip(os.sep)
+    if not r or not p.startswith(r + os.sep):
+        return False
+    parts = p[len(r) + 1:].split(os.sep)
+    if any(n in ("..", ".") for n in parts):
+        return False
+    cur = r
+    for n in parts:
+        if not n:
+            continue
+        cur += os.sep + n
+        try:
+            if stat.S_ISLNK(os.lstat(cur).st_mode):
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def store_root_of(path) -> Path | None:
@@ -193,18 +217,28 @@ class FileQueue:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             return q
+        # a file that is no link lies where its directory does: the links of the path are resolved once per
+        # directory, not per file (a queue directory of a store of many queues is a dozen lstat calls deep)
+        dir_inside = root is None or inside(directory, root)
         for e in entries:
             p = Path(e.path)
             if e.is_dir(follow_symlinks=False):
                 q.strays.append((p, "directory"))
                 continue
-            why = "symlink (not followed)" if root is None and e.is_symlink() else read_refusal(p, root)
+            if e.is_symlink():
+                why = "symlink (not followed)" if root is None else read_refusal(p, root)
+                size = None if why else os.stat(p).st_size
+            else:
+                st = e.stat(follow_symlinks=False)
+                why = (None if stat.S_ISREG(st.st_mode) else f"{kind_of(st.st_mode)}, not a regular file: not opened") \
+                    if dir_inside else read_refusal(p, root)
+                size = st.st_size
             if why:
                 q.strays.append((p, why))
             elif not digits_re.match(e.name):
                 q.strays.append((p, "file name is not a start offset"))
             else:
-                q.files.append(MappedFile(p, int(e.name), os.stat(p).st_size))
+                q.files.append(MappedFile(p, int(e.name), size))
         q.files.sort(key=lambda f: f.start)
         return q
 
