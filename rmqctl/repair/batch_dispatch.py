@@ -108,6 +108,8 @@ def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, stagin
             if record is not None:
                 record(bt, rows, keys, all_codes)
             else:
+                if held is not None:
+                    held.flush()    # what was held goes first
                 _put_groups(store, bt, topics, states, rows, keys, all_codes, props, staging, fillers, create)
     if rebuilder is not None:
         offs = bt.offset

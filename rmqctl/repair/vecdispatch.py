@@ -120,16 +120,6 @@ def expect_walk(store, files, start=None, end=None, jobs: int = 1) -> None:
             hi = min(hi, end)
         n += max(0, hi - lo)
     expect(n // max(1, jobs), PAYS_AFTER)
-    if not _FROZEN and rebuild_kernel() is not None:
-        # numba's import leaves ~10^5 long-lived objects that every full collection would walk again
-        # (measured ~7 % of a recover): they and everything imported so far move to the permanent generation
-        import gc
-
-        gc.freeze()
-        _FROZEN.append(True)
-
-
-_FROZEN: list = []
 
 
 # --------------------------------------------------------------------------------------------------
