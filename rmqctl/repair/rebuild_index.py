@@ -211,14 +211,16 @@ class IndexFileBuilder:
     def finish(self) -> None:
         self._flush_items()
         os.pwrite(self._fd, self.header_bytes(), 0)
-        raw = self.slots.astype(">i4").tobytes()
-        pos, view = ixf.HEADER_SIZE, memoryview(raw)
-        # skip all-zero stretches: the file is sparse and already zero there
-        step = 1 << 20
-        for off in range(0, len(view), step):
-            chunk = view[off:off + step]
-            if chunk.nbytes and bytes(chunk).count(0) != chunk.nbytes:
-                os.pwrite(self._fd, chunk, pos + off)
+        # skip all-zero stretches of the slot table (1 MiB each): the file is sparse and already zero there
+        step = (1 << 20) // 4
+        for a in range(0, len(self.slots), step):
+            part = self.slots[a:a + step]
+            if part.any():
+                data = memoryview(part.astype(">i4").tobytes())
+                pos = ixf.HEADER_SIZE + 4 * a
+                while data:
+                    n = os.pwrite(self._fd, data, pos)
+                    data, pos = data[n:], pos + n
         # no fsync here: a staged file is fsynced by the journal when it is installed (journal.ops.install_file);
         # one equal to the store's file is dropped unwritten, and a killed run rebuilds its staging anyway
         os.close(self._fd)
