@@ -59,8 +59,10 @@ def _plan(root: Path, conf: Path, tmp: Path, speculate: bool, mode: str) -> dict
     return out
 
 
-@pytest.mark.parametrize("fixture", ["crash-multifile-v5", "crash-behind-v4", "basic-multifile-v5"])
-@pytest.mark.parametrize("fault", list(FAULTS))
+# bcq-v5: batch consume queues (no consumequeue/ files to put behind)
+@pytest.mark.parametrize("fixture,fault", [(x, f) for x in ("crash-multifile-v5", "crash-behind-v4", "basic-multifile-v5",
+                                                            "bcq-v5") for f in FAULTS
+                                           if not (x == "bcq-v5" and f == "cq-behind")])
 @pytest.mark.parametrize("mode", ["stop", "quarantine"])
 def test_one_pass_plans_what_two_passes_plan(tmp_path, fixture, fault, mode, monkeypatch):
     from rmqctl.repair.batch_dispatch import HeldWindows

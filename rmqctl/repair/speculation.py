@@ -47,7 +47,7 @@ class Speculation:
         lower = scan_start
         for topic, qid in BQ.queues(store):
             st = QS.truncate_state(store, topic, qid, None)
-            if isinstance(st, RC.QueueState) and st.ext is None:
+            if type(st) is RC.QueueState and st.ext is None:     # plain queues (not batch ones): seen_phys is theirs
                 sp.fresh[(topic, qid)] = st.fresh_copy()
             st.stage_dir = sp.dir / "cq" / topic / str(qid)
             sp.states[(topic, qid)] = st
