@@ -467,11 +467,12 @@ def test_same_file_skips_common_holes_only(tmp_path):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.data())
-def test_window_append_to_many_queues_equals_one_queue_at_a_time(tmp_path_factory, data):
-    """batch_dispatch._put_groups (every queue of a window decided with array operations) leaves every
-    queue exactly as _put_group (put_many / put per queue) does: queues already holding units (a prefix of
-    the window's rows already built), new queues, queue offsets behind the write end, jumps and zeros."""
+@given(data=st.data())
+def test_window_append_to_many_queues_equals_one_queue_at_a_time(tmp_path_factory, data, kernel):
+    """batch_dispatch._put_groups (every queue of a window decided with array operations, or with the compiled
+    grouping) leaves every queue exactly as _put_group (put_many / put per queue) does: queues already holding
+    units (a prefix of the window's rows already built), new queues, queue offsets behind the write end, jumps
+    and zeros, rows given in any order of queues."""
     from rmqctl.repair import batch_dispatch as BD
     from rmqctl.repair.rebuild_cq import QueueState
 
@@ -479,6 +480,10 @@ def test_window_append_to_many_queues_equals_one_queue_at_a_time(tmp_path_factor
     n = data.draw(st.integers(1, 80))
     qid = np.asarray(data.draw(st.lists(st.integers(0, nq - 1), min_size=n, max_size=n)), np.int64)
     tid = qid % 3
+    if kernel == "numba":
+        from rmqctl.kernels import rebuild_kernel
+
+        assert rebuild_kernel() is not None     # the compiled grouping is the one under test
     sizes = np.asarray(data.draw(st.lists(st.integers(100, 400), min_size=n, max_size=n)), np.int64)
     offs = 5000 + np.concatenate(([0], np.cumsum(sizes)[:-1]))
     qoff = np.zeros(n, np.int64)
@@ -514,11 +519,14 @@ def test_window_append_to_many_queues_equals_one_queue_at_a_time(tmp_path_factor
 
     want = states()
     keys = (tid << 32) | qid
-    for k in sorted(set(keys.tolist())):
-        sel = np.flatnonzero(keys == k)
+    # the window's rows that go to consume queues: all, or some (the others are not queued)
+    rows = np.flatnonzero(np.asarray(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+                          | data.draw(st.booleans()))
+    rows = rows if len(rows) else np.arange(n)      # dispatch_batch appends a window's queued rows, never none
+    for k in sorted(set(keys[rows].tolist())):
+        sel = rows[keys[rows] == k]
         BD._put_group(want[(topics.names[k >> 32], k & 0xFFFFFFFF)], bt, None, sel, codes[sel], ())
     got = states()
-    rows = np.arange(n, dtype=np.int64)
-    BD._put_groups(None, bt, topics, got, rows, keys, codes, None, d, (), True)
+    BD._put_groups(None, bt, topics, got, rows, keys[rows], codes[rows], None, d, (), True)
     view = lambda s: (bytes(s.out), s.base, s.end, s.out_base, s.max_phys, s.added)   # noqa: E731
     assert {k: view(s) for k, s in got.items()} == {k: view(s) for k, s in want.items()}

@@ -1,7 +1,7 @@
 """The per-record work of rebuild and recover compiled by numba (used when the numba kernel is selected,
 rmqctl.kernels): the properties fields read in place (no copy into a segment buffer), topic numbering,
-index items (UNIQ_KEY then the KEYS pieces, hashed as `topic#key` with Java's String.hashCode) and
-IndexFile.putKey over a run of items. Each function gives exactly what its numpy counterpart in
+index items (UNIQ_KEY then the KEYS pieces, hashed as `topic#key` with Java's String.hashCode),
+IndexFile.putKey over a run of items, and consume-queue units grouped by queue. Each function gives exactly what its numpy counterpart in
 rmqctl.repair.vecdispatch / rmqctl.repair.rebuild_index gives (tests/test_rebuild_nb.py); the cases the
 numpy path sends to the per-record rules (non-ASCII keys and tags, SCHEDULE_TOPIC_XXXX) are flagged
 here and sent there too."""
@@ -259,6 +259,117 @@ def put_keys(slots: np.ndarray, S: int, h, phy, ts, n0: int, begin_ts0: int, beg
     return out, int(added)
 
 
+# --------------------------------------------------------------------------------------------------
+# a window's consume-queue units grouped by queue (rmqctl.repair.batch_dispatch._put_groups)
+
+@njit(cache=True, nogil=True)
+def _group_ids(keys, gid, cells):
+    """gid[i]: the number of keys[i] (topic id << 32 | queue id) among the distinct keys in order of first
+    appearance; returns (count, the row of each key's first appearance), or (-1, ...) when the keys span more
+    than `cells` (topic, queue) pairs."""
+    n = len(keys)
+    mt = 0
+    mq = 0
+    for i in range(n):
+        t = keys[i] >> 32
+        q = keys[i] & 0xFFFFFFFF
+        if t > mt:
+            mt = t
+        if q > mq:
+            mq = q
+    first = np.empty(n, np.int64)
+    if (mt + 1) * (mq + 1) > cells:
+        return -1, first[:0]
+    table = np.full((mt + 1) * (mq + 1), -1, np.int64)
+    ng = 0
+    for i in range(n):
+        c = (keys[i] >> 32) * (mq + 1) + (keys[i] & 0xFFFFFFFF)
+        g = table[c]
+        if g < 0:
+            g = ng
+            table[c] = g
+            first[ng] = i
+            ng += 1
+        gid[i] = g
+    return ng, first[:ng]
+
+
+@njit(cache=True, nogil=True)
+def _place(gid, rank, offs, sizes, codes, qoffs, mp, wend, simple, order, starts, nkeep, fast, last_end, packed):
+    ng = len(mp)
+    n = len(gid)
+    for g in range(ng + 1):
+        starts[g] = 0
+    for i in range(n):
+        starts[rank[gid[i]] + 1] += 1
+    for g in range(ng):
+        starts[g + 1] += starts[g]
+    pos = starts[:ng].copy()
+    for i in range(n):       # rows grouped by queue (groups in key order), commitlog order within each
+        g = rank[gid[i]]
+        order[pos[g]] = i
+        pos[g] += 1
+    for g in range(ng):
+        kept = 0
+        f = simple[g]
+        for j in range(starts[g], starts[g + 1]):
+            i = order[j]
+            if mp[g] >= 0 and offs[i] + sizes[i] <= mp[g]:
+                continue         # already in the queue: skipped
+            q = qoffs[i]
+            if not (q == 0 or q * 20 >= wend[g] + 20 * kept):
+                f = False
+            kept += 1
+        nkeep[g] = kept
+        fast[g] = f
+        i = order[starts[g + 1] - 1]
+        last_end[g] = offs[i] + sizes[i]
+    for j in range(n):      # every unit, 20 bytes big-endian: offset, size, tagsCode
+        i = order[j]
+        o = 20 * j
+        pv = offs[i]
+        for b in range(8):
+            packed[o + b] = (pv >> (56 - 8 * b)) & 0xFF
+        sv = sizes[i]
+        for b in range(4):
+            packed[o + 8 + b] = (sv >> (24 - 8 * b)) & 0xFF
+        tv = codes[i]
+        for b in range(8):
+            packed[o + 12 + b] = (tv >> (56 - 8 * b)) & 0xFF
+
+
+def group_queues(keys):
+    """(each row's key number by first appearance, that number's rank in key order, the first row of each key
+    in key order), or None when the keys span too many (topic, queue) pairs for a direct table (then the numpy
+    path groups them)."""
+    gid = np.empty(len(keys), np.int64)
+    ng, first = _group_ids(keys, gid, np.int64(1 << 22))
+    if ng < 0:
+        return None
+    perm = np.argsort(keys[first])
+    rank = np.empty(ng, np.int64)
+    rank[perm] = np.arange(ng)
+    return gid, rank, first[perm]
+
+
+def place_groups(gid, rank, offs, sizes, codes, qoffs, mp, wend, simple):
+    """The rows grouped by queue (`order`, group g = rows order[starts[g]:starts[g+1]]), how many of each group
+    the queue does not hold yet (a suffix of the group), whether the group is appended as it comes (`simple` and
+    no queue offset behind the write end), the end (offset + size) of each group's last record, and every row's
+    unit packed in that order (20 bytes each)."""
+    n, ng = len(gid), len(mp)
+    order = np.empty(n, np.int64)
+    starts = np.empty(ng + 1, np.int64)
+    nkeep = np.empty(ng, np.int64)
+    fast = np.empty(ng, np.bool_)
+    last_end = np.empty(ng, np.int64)
+    packed = np.empty(20 * n, np.uint8)
+    i64 = lambda a: np.ascontiguousarray(a, np.int64)     # noqa: E731
+    _place(gid, rank, i64(offs), i64(sizes), i64(codes), i64(qoffs), mp, wend, simple, order, starts, nkeep, fast,
+           last_end, packed)
+    return order, starts, nkeep, fast, last_end, packed
+
+
 def warm() -> None:
     """Load (or compile, the first time) every function here on tiny inputs: a parent calls it before its
     workers fork, so they inherit the machine code instead of each loading it."""
@@ -269,3 +380,5 @@ def warm() -> None:
     index_items(b, z, np.ones(1, np.bool_), np.ones(1, np.bool_), z, z, np.ones(1, np.bool_), z, one,
                 np.zeros(1, np.uint64))
     put_keys(np.zeros(4, np.int32), 4, z, z, z, 1, 0, 0)
+    gid, rank, _ = group_queues(z)
+    place_groups(gid, rank, z, z, z, z, z, z, np.ones(1, np.bool_))

@@ -178,19 +178,31 @@ def _put_groups(store, bt, topics, states, rows, keys, codes, props, staging, fi
     per-queue work stays a few Python operations, whatever the number of queues in the window."""
     import numpy as np
 
-    order = np.argsort(keys, kind="stable")
-    k = keys[order]
-    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-    stops = np.r_[starts[1:], len(k)]
-    srt, codes = rows[order], codes[order]
-    offs, sizes, qoffs = bt.offset[srt], bt.total_size[srt], bt.queue_offset[srt]
-    ends = offs + sizes
-    ng = len(starts)
+    from rmqctl.kernels import rebuild_kernel
+
+    nbk = rebuild_kernel()
+    grouped = nbk.group_queues(keys) if nbk is not None and len(keys) else None
+    if grouped is not None:
+        # compiled: grouped in one pass (no sort of the rows), decided and packed in another
+        gid, rank, first = grouped
+        heads = rows[first]
+        if len(rows) == len(bt.offset):     # every row of the batch (rows ascend): no gather
+            offs, sizes, qoffs = bt.offset, bt.total_size, bt.queue_offset
+        else:
+            offs, sizes, qoffs = bt.offset[rows], bt.total_size[rows], bt.queue_offset[rows]
+    else:
+        order = np.argsort(keys, kind="stable")
+        k = keys[order]
+        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+        srt = rows[order]
+        heads = srt[starts]
+    ng = len(heads)
     sts = []
     mp = np.full(ng, -1, np.int64)
     wend = np.zeros(ng, np.int64)
     simple = np.zeros(ng, bool)
-    for j, (key, q) in enumerate(zip(k[starts].tolist(), bt.queue_id[srt[starts]].tolist())):
+    for j, (key, q) in enumerate(zip((keys[first] if grouped is not None else k[starts]).tolist(),
+                                     bt.queue_id[heads].tolist())):
         t = topics.names[key >> 32]
         st = states.get((t, q))
         if st is None and create:
@@ -199,21 +211,35 @@ def _put_groups(store, bt, topics, states, rows, keys, codes, props, staging, fi
         if st is not None and st.base is not None and st.ext is None and not fillers \
                 and not getattr(st, "batch_cq", False):
             simple[j], mp[j], wend[j] = True, st.max_phys, st.end
-    gid = np.repeat(np.arange(ng), stops - starts)
-    # units already in the queue (offset + size <= its max physical end) are skipped by the broker: a prefix
-    # of each queue's rows (commitlog order)
-    keep = ~((mp[gid] >= 0) & (ends <= mp[gid]))
-    csum = np.cumsum(keep)
-    rank = csum - 1 - np.r_[0, csum[:-1]][starts][gid]
-    ok = ~keep | (qoffs == 0) | (qoffs * UNIT_SIZE >= wend[gid] + UNIT_SIZE * rank)
-    fast = simple & np.logical_and.reduceat(ok, starts)
-    nkeep = np.add.reduceat(keep, starts)
-    packed = None
-    if fast.any():
-        u = np.empty(len(srt), RC._UNIT_DT)
-        u["p"], u["s"], u["t"] = offs, sizes, codes
-        packed = memoryview(u.tobytes())
-    for a, b, n, st, f in zip(starts.tolist(), stops.tolist(), nkeep.tolist(), sts, fast.tolist()):
+    if grouped is not None:
+        order, bounds, nkeep, fast, last_end, packed = nbk.place_groups(gid, rank, offs, sizes, codes, qoffs, mp,
+                                                                        wend, simple)
+        starts, stops = bounds[:-1], bounds[1:]
+        packed = memoryview(packed)
+        if not fast.all():      # the rows of the groups that take the unit-by-unit rules
+            srt, codes = rows[order], codes[order]
+    else:
+        stops = np.r_[starts[1:], len(k)]
+        codes = codes[order]
+        offs, sizes, qoffs = bt.offset[srt], bt.total_size[srt], bt.queue_offset[srt]
+        ends = offs + sizes
+        last_end = ends[stops - 1]
+        gid = np.repeat(np.arange(ng), stops - starts)
+        # units already in the queue (offset + size <= its max physical end) are skipped by the broker: a
+        # prefix of each queue's rows (commitlog order)
+        keep = ~((mp[gid] >= 0) & (ends <= mp[gid]))
+        csum = np.cumsum(keep)
+        rank = csum - 1 - np.r_[0, csum[:-1]][starts][gid]
+        ok = ~keep | (qoffs == 0) | (qoffs * UNIT_SIZE >= wend[gid] + UNIT_SIZE * rank)
+        fast = simple & np.logical_and.reduceat(ok, starts)
+        nkeep = np.add.reduceat(keep, starts)
+        packed = None
+        if fast.any():
+            u = np.empty(len(srt), RC._UNIT_DT)
+            u["p"], u["s"], u["t"] = offs, sizes, codes
+            packed = memoryview(u.tobytes())
+    for a, b, n, st, f, e in zip(starts.tolist(), stops.tolist(), nkeep.tolist(), sts, fast.tolist(),
+                                 last_end.tolist()):
         if st is None:
             continue
         if not f:
@@ -221,7 +247,7 @@ def _put_groups(store, bt, topics, states, rows, keys, codes, props, staging, fi
         elif n:
             st.out += packed[(b - n) * UNIT_SIZE:b * UNIT_SIZE]
             st.end += UNIT_SIZE * n
-            st.max_phys = int(ends[b - 1])
+            st.max_phys = e
             st.added += n
             if st.stage_dir is not None and st.end - st.out_base >= st.file_size:
                 st.flush_full()
