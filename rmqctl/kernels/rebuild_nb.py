@@ -211,6 +211,13 @@ def index_items(buf, rows, use, uh, us, ul, kh, ks, kl, th):
 # --------------------------------------------------------------------------------------------------
 # IndexFile.putKey for a run of items that fit the file
 
+@njit(cache=True, nogil=True, inline="always")
+def _be(out, o, v, width):
+    """v's low `width` bytes, big-endian, at out[o:o + width]."""
+    for q in range(width):
+        out[o + q] = (v >> (8 * (width - 1 - q))) & 0xFF
+
+
 @njit(cache=True, nogil=True)
 def _put_keys(slots, S, h, phy, ts, n0, begin_ts0, begin_ts1, out):
     k = len(h)
@@ -234,16 +241,10 @@ def _put_keys(slots, S, h, phy, ts, n0, begin_ts0, begin_ts1, out):
         elif d > 2147483647:
             d = 2147483647
         o = 20 * x
-        hv = h[x]
-        for q in range(4):
-            out[o + q] = (hv >> (24 - 8 * q)) & 0xFF
-        pv = phy[x]
-        for q in range(8):
-            out[o + 4 + q] = (pv >> (56 - 8 * q)) & 0xFF
-        for q in range(4):
-            out[o + 12 + q] = (d >> (24 - 8 * q)) & 0xFF
-        for q in range(4):
-            out[o + 16 + q] = (pre >> (24 - 8 * q)) & 0xFF
+        _be(out, o, h[x], 4)
+        _be(out, o + 4, phy[x], 8)
+        _be(out, o + 12, d, 4)
+        _be(out, o + 16, pre, 4)
     return added
 
 
@@ -326,16 +327,9 @@ def _place(gid, rank, offs, sizes, codes, qoffs, mp, wend, simple, order, starts
         last_end[g] = offs[i] + sizes[i]
     for j in range(n):      # every unit, 20 bytes big-endian: offset, size, tagsCode
         i = order[j]
-        o = 20 * j
-        pv = offs[i]
-        for b in range(8):
-            packed[o + b] = (pv >> (56 - 8 * b)) & 0xFF
-        sv = sizes[i]
-        for b in range(4):
-            packed[o + 8 + b] = (sv >> (24 - 8 * b)) & 0xFF
-        tv = codes[i]
-        for b in range(8):
-            packed[o + 12 + b] = (tv >> (56 - 8 * b)) & 0xFF
+        _be(packed, 20 * j, offs[i], 8)
+        _be(packed, 20 * j + 8, sizes[i], 4)
+        _be(packed, 20 * j + 12, codes[i], 8)
 
 
 def group_queues(keys):
