@@ -60,9 +60,11 @@ def _plan(root: Path, conf: Path, tmp: Path, speculate: bool, mode: str) -> dict
 
 
 # bcq-v5: batch consume queues (no consumequeue/ files to put behind)
-@pytest.mark.parametrize("fixture,fault", [(x, f) for x in ("crash-multifile-v5", "crash-behind-v4", "basic-multifile-v5",
-                                                            "bcq-v5") for f in FAULTS
-                                           if not (x == "bcq-v5" and f == "cq-behind")])
+ONE_PASS_CASES = [(x, f) for x in ("crash-multifile-v5", "crash-behind-v4", "basic-multifile-v5", "bcq-v5")
+                  for f in FAULTS if not (x == "bcq-v5" and f == "cq-behind")]
+
+
+@pytest.mark.parametrize("fixture,fault", ONE_PASS_CASES)
 @pytest.mark.parametrize("mode", ["stop", "quarantine"])
 def test_one_pass_plans_what_two_passes_plan(tmp_path, fixture, fault, mode, monkeypatch):
     from rmqctl.repair.batch_dispatch import HeldWindows

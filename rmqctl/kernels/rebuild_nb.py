@@ -1,9 +1,9 @@
 """The per-record work of rebuild and recover compiled by numba (used when the numba kernel is selected,
-rmqctl.kernels): the properties fields read in place (no copy into a segment buffer), topic numbering,
-index items (UNIQ_KEY then the KEYS pieces, hashed as `topic#key` with Java's String.hashCode),
-IndexFile.putKey over a run of items, and consume-queue units grouped by queue. Each function gives exactly what its numpy counterpart in
-rmqctl.repair.vecdispatch / rmqctl.repair.rebuild_index gives (tests/test_rebuild_nb.py); the cases the
-numpy path sends to the per-record rules (non-ASCII keys and tags, SCHEDULE_TOPIC_XXXX) are flagged
+rmqctl.kernels): the properties fields read in place (no copy into a segment buffer), topic numbering, index
+items (UNIQ_KEY then the KEYS pieces, hashed as `topic#key` with Java's String.hashCode), IndexFile.putKey
+over a run of items, and consume-queue units grouped by queue. Each function gives exactly what its numpy
+counterpart in rmqctl.repair.vecdispatch / rmqctl.repair.rebuild_index gives (tests/test_rebuild_nb.py); the
+cases the numpy path sends to the per-record rules (non-ASCII keys and tags, SCHEDULE_TOPIC_XXXX) are flagged
 here and sent there too."""
 from __future__ import annotations
 
