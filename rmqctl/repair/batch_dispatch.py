@@ -153,8 +153,7 @@ class HeldWindows:
 
     def __init__(self, store, topics, states, staging):
         self.store, self.topics, self.states, self.staging = store, topics, states, staging
-        self.on = states is not None and not getattr(states, "record_window", None) \
-            and not BQ.any_batch(store)
+        self.on = states is not None and not BQ.any_batch(store)
         self.entries: list = []
         self.rows = 0
 

@@ -175,8 +175,8 @@ class Dispatch:
         names, entries = out["q"] or ((), ())
         topics = types.SimpleNamespace(names=names)
         for e in entries:
-            if e[0] == "window":    # the same append as one process's dispatch_batch, for the range's windows
-                put_windows(self.store, topics, self.states, [e[1]], self.staging)
+            if e[0] == "windows":   # the same append as one process's dispatch_batch, for the range's windows
+                put_windows(self.store, topics, self.states, e[1], self.staging)
                 continue
             t, q = e[1]
             st = self.states.get((t, q))
@@ -201,15 +201,13 @@ class Dispatch:
 
 
 def _joined_windows(entries: list) -> list:
-    """Consecutive window entries joined into one (fewer, larger appends in the parent; each queue's units stay
-    in order: the parent's grouping sort is stable)."""
-    import numpy as np
-
+    """Consecutive window entries gathered into one ("windows", [entry, ...]): the parent appends each run in one
+    piece (batch_dispatch.put_windows; each queue's units stay in order)."""
     out, run = [], []
 
     def close():
         if run:
-            out.append(("window", tuple(np.concatenate(c) for c in zip(*run))))
+            out.append(("windows", list(run)))
             run.clear()
 
     for e in entries:

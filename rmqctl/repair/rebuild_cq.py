@@ -284,7 +284,7 @@ def load_units(path, size: int):
         end = last_nonzero(f.fileno(), 0, size)
         data = os.pread(f.fileno(), min(size, -(-end // UNIT_SIZE) * UNIT_SIZE), 0)
     n = len(data) // UNIT_SIZE
-    return np.frombuffer(data[:n * UNIT_SIZE], dtype=dt), data
+    return np.frombuffer(data[:n * UNIT_SIZE], dtype=dt)
 
 
 def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueState:
@@ -307,7 +307,7 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
         f = files[i]
         if i > first and f.start != keep_end:
             break   # a missing file in between: nothing after it is reachable
-        u = loaded[f.start] = load_units(f.path, min(f.size, fs))[0]
+        u = loaded[f.start] = load_units(f.path, min(f.size, fs))
         st.seen_phys = max(st.seen_phys, _top_phys(u))
         valid = (u["phys"] >= 0) & (u["size"] > 0) & (u["phys"] < limit)
         bad = np.flatnonzero(~valid)
@@ -326,7 +326,7 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
             continue
         u = loaded.get(f.start)
         if u is None:
-            u = load_units(f.path, min(f.size, fs))[0]
+            u = load_units(f.path, min(f.size, fs))
             st.seen_phys = max(st.seen_phys, _top_phys(u))
         rest = u[max(0, (keep_end - f.start) // UNIT_SIZE):]
         live = (rest["phys"] != 0) | (rest["size"] != 0) | (rest["tags"] != 0)
@@ -359,7 +359,7 @@ def _ext_after_recovery(store, topic, queue_id, files, keep_end: int, fs: int) -
     for f in files:
         if f.start >= keep_end:
             break
-        u, _ = load_units(f.path, min(f.size, fs, keep_end - f.start))
+        u = load_units(f.path, min(f.size, fs, keep_end - f.start))
         hit = np.flatnonzero(u["tags"] <= cqf_ext.MAX_ADDR)
         if len(hit):
             last = int(u["tags"][hit[-1]])
