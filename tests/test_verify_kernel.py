@@ -310,3 +310,24 @@ def test_equal_with_many_queues(many_queues, tmp_path, monkeypatch, cache):
     # the damage was seen: units that disagree with their record, or missing, in many queues
     bad = {q for v in want for q, t in v["queues"].items() if t["missing"] or t["mismatches"]}
     assert len(bad) >= 10, bad
+
+
+def test_read_ahead_fits_its_pool(tmp_path, monkeypatch):
+    """Each queue's consume-queue piece is read a few times, not once per batch, however many queues share the
+    read-ahead pool: a floor on the read-ahead once made the pieces of thousands of queues overflow the pool,
+    which then emptied at every batch (8192 queues: 20 reads of each queue, verify 4x slower)."""
+    root = F.make_store(tmp_path / "store", messages=3000, queues=120, cq_units=1000, file_size=1 << 20)
+    nq = len(list((root / "consumequeue").glob("*/*")))
+    assert nq >= 120
+    monkeypatch.setattr(cb, "CQ_CACHE_BYTES", nq * 512)     # a share of 25 units per queue, about all it holds
+    reads: list = []
+    real = cb.pread_or_empty
+    monkeypatch.setattr(cb, "pread_or_empty", lambda p, n, pos: reads.append(p) or real(p, n, pos))
+    # one commitlog file, dozens of windows: one RangeScan and its pool meet every queue again and again
+    got, want = _both(monkeypatch, root, 1 << 20, 1000 * 20, DELAYS, pieces=(), window=8192)
+    assert got == want
+    per = {}
+    for p in reads:
+        per[p] = per.get(p, 0) + 1
+    assert len(per) >= nq - 1 and len(reads) > 0
+    assert max(per.values()) <= 3, sorted(per.values())[-5:]

@@ -9,7 +9,7 @@ import numpy as np
 
 from rmqctl.check.commitlog_end import classify_end
 from rmqctl.check.commitlog_results import FileResult, QueueTrack, ScanContext
-from rmqctl.check.cq_units import CQ_CHUNK_UNITS, CqPool, CqReader, pread_or_empty
+from rmqctl.check.cq_units import CqPool, CqReader, pread_or_empty
 from rmqctl.check.findings import ERROR, Finding
 from rmqctl.check.interner import Interner
 from rmqctl.dispatch import MULTI_OFFSET_PROPERTY as _MULTI_OFFSET
@@ -478,10 +478,11 @@ class RangeScan:
         tn, qid = self.qkeys[g]
         path = os.path.join(self.cq_base, self.topics[tn], str(qid), f"{f0:020d}")
         # read ahead 16x what this batch needs, at least the queue's share of CQ_CACHE_BYTES (each read opens
-        # the file: with few queues, a few large reads per queue; with many, 10 KB each at least)
+        # the file: with few queues, a few large reads per queue). Never more than the share otherwise: pieces
+        # beyond it overflow the pool, which then empties at every batch, and every queue is read again per batch
+        # (8192 queues at 10 KB each did: 20 reads per queue)
         share = CQ_CACHE_BYTES // max(1, len(self.qkeys))
-        ahead = max(16 * (p1 - p0), min(max(share, CQ_CHUNK_UNITS * UNIT_SIZE), CQ_AHEAD_MAX,
-                                        2 * (p1 - p0) * self.windows_left))     # no more than the range needs
+        ahead = max(16 * (p1 - p0), min(share, CQ_AHEAD_MAX, 2 * (p1 - p0) * self.windows_left))
         self.cq_pool.put(g, f0, p0, pread_or_empty(path, min(ahead, self.ctx.cq_file_size - p0), p0))
 
     def _tags(self, props: JoinedProps):

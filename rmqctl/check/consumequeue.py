@@ -53,7 +53,10 @@ def _unit_chunks(path: Path, n_units: int):
 
     import numpy as np
 
-    dt = numpy_dtype(ConsumeQueueUnit)
+    global _DTYPE
+    if _DTYPE is None:      # built once: a store of many queues reads thousands of files
+        _DTYPE = numpy_dtype(ConsumeQueueUnit)
+    dt = _DTYPE
     zero_unit = bytes(UNIT_SIZE)
     fd = open_read(path)
     try:
@@ -75,6 +78,9 @@ def _unit_chunks(path: Path, n_units: int):
                 i, want = nz // UNIT_SIZE, FIRST_CHUNK
     finally:
         os.close(fd)
+
+
+_DTYPE = None
 
 
 def check_queue_files(fq: FileQueue, file_size: int, findings: list, kind: str = "cq") -> None:
@@ -104,7 +110,7 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
     """One consume queue. `track` is the merged QueueTrack of the commitlog pass (None if no record of
     this queue was seen); cl_min/cl_end the commitlog's min offset and end of the last valid record;
     cl_gaps the [start, end) ranges of missing commitlog files (F08)."""
-    d = root / "consumequeue" / topic / str(qid)
+    d = root.joinpath("consumequeue", topic, str(qid))
     fq = FileQueue.scan(d, root=root)
     check_queue_files(fq, cq_file_size, findings)
     walk = _UnitWalk(track, cl_min, cl_end, cl_gaps if commitlog_scanned else None, findings)

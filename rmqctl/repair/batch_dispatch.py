@@ -62,7 +62,7 @@ def dispatch_segments(store, files, segments, validated_from, states, rebuilder,
 
 def new_queue_state(store, staging, topic, qid):
     st = QS.empty_state(store, topic, qid)
-    st.stage_dir = Path(staging) / "cq" / topic / str(qid)
+    st.stage_dir = Path(staging).joinpath("cq", topic, str(qid))
     return st
 
 

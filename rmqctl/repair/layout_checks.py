@@ -2,7 +2,10 @@
 store, stray files in commitlog/, consume-queue files of the wrong size (docs/recovery.md)."""
 from __future__ import annotations
 
+import os
+
 from rmqctl.errors import IOFailure
+from rmqctl.formats import OFFSET_NAME
 from rmqctl.repair.plan import Action, Plan, rel_path
 from rmqctl.store import rules
 
@@ -20,16 +23,30 @@ def check_layout(store, plan: Plan) -> None:
 def cq_size_plan(store, plan: Plan) -> None:
     """MappedFileQueue.load refuses a consume-queue file whose size is not mappedFileSizeConsumeQueue (4.5.1+
     except 4.9.2): bytes past the size are cut (kept in the quarantine); a short file is left to the operator."""
-    from rmqctl.store.files import FileQueue
-
     fs = store.config.cq_file_size
+    base = store.consumequeue_dir
     for topic, qid in store.queues():
-        for f in FileQueue.scan(store.consumequeue_dir / topic / str(qid)).files:
-            if f.size > fs:
-                plan.add(Action("truncate_file", rel_path(store, f.path),
-                                f"{f.size - fs} bytes past mappedFileSizeConsumeQueue {fs}: {rules.SIZE_MISMATCH}; "
+        for name, size in _regular_files(os.path.join(base, topic, str(qid))):
+            if size == fs or size == 0:
+                continue
+            path = base.joinpath(topic, str(qid), name)
+            if size > fs:
+                plan.add(Action("truncate_file", rel_path(store, path),
+                                f"{size - fs} bytes past mappedFileSizeConsumeQueue {fs}: {rules.SIZE_MISMATCH}; "
                                 "the extra bytes are cut (kept in the quarantine)",
-                                offset=fs, length=f.size - fs, group="consumequeue", payload=(f.path, fs)))
-            elif 0 < f.size < fs:
-                plan.problems.append(f"{rel_path(store, f.path)}: size {f.size} < mappedFileSizeConsumeQueue {fs}; "
+                                offset=fs, length=size - fs, group="consumequeue", payload=(path, fs)))
+            else:
+                plan.problems.append(f"{rel_path(store, path)}: size {size} < mappedFileSizeConsumeQueue {fs}; "
                                      f"{rules.SIZE_MISMATCH}; not repaired automatically")
+
+
+def _regular_files(d: str) -> list:
+    """(name, size) of the mapped files of a queue directory, in offset order: regular files named by a start
+    offset, as FileQueue.scan without a root takes them (no link followed), from the directory entries' types
+    and one lstat per file (a store may hold tens of thousands of queues)."""
+    try:
+        entries = sorted(os.scandir(d), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [(e.name, e.stat(follow_symlinks=False).st_size) for e in entries
+            if not e.is_symlink() and e.is_file(follow_symlinks=False) and OFFSET_NAME.match(e.name)]

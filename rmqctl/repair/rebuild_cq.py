@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqctl import dispatch as D
@@ -94,7 +94,10 @@ class QueueState:
         """A copy of a state as truncate_state left it, before any unit was appended (no ext)."""
         if self.added or self.out or self.staged or self.ext is not None:
             raise ValueError("fresh_copy of a queue state that has appended units")
-        return replace(self, files=list(self.files), out=bytearray(), staged=[], done_files=set())
+        c = object.__new__(type(self))      # not dataclasses.replace (all of __init__ again): twice per queue
+        c.__dict__.update(self.__dict__)
+        c.files, c.out, c.staged, c.done_files = list(self.files), bytearray(), [], set()
+        return c
 
     def start_from_existing(self):
         self.end = self.keep_end
@@ -189,9 +192,14 @@ class QueueState:
         file's zeros are checked without decoding (rmqctl.store.zeros), and the staged file is written as its
         head and a size (the zeros a hole, as the broker's own mapped files are)."""
         f = self._existing(s)
-        head = self._file_head(s, lambda k: read_file(f.path, k) if f is not None else None)
-        if f is not None and holds(f.path, head, self.file_size):
-            return
+        if f is None:
+            head = self._file_head(s, lambda k: None)
+        else:
+            with open(f.path, "rb") as fh:     # one open per queue file: a store may hold tens of thousands
+                fd, old = fh.fileno(), []
+                head = self._file_head(s, lambda k: old.append(os.pread(fd, k, 0)) or old[0])
+                if _holds_fd(fd, head, self.file_size, old[0] if old else None):
+                    return
         self.stage_dir.mkdir(parents=True, exist_ok=True)
         staged = self.stage_dir / offset_name(s)
         write_staged(staged, head, self.file_size)
@@ -279,12 +287,27 @@ def load_units(path, size: int):
 
     from rmqctl.repair.sparse import last_nonzero
 
-    dt = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-    with open(path, "rb") as f:
-        end = last_nonzero(f.fileno(), 0, size)
-        data = os.pread(f.fileno(), min(size, -(-end // UNIT_SIZE) * UNIT_SIZE), 0)
+    global _UNIT_DTYPE
+    if _UNIT_DTYPE is None:
+        _UNIT_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got: list = []
+        end = last_nonzero(fd, 0, size, got)
+        want = min(size, -(-end // UNIT_SIZE) * UNIT_SIZE)
+        if got and got[0][0] == 0:
+            # the chunk holding the last non-zero byte starts the file (one data extent, as the broker's own
+            # files have): no second read; past that chunk there are only zeros
+            data = got[0][1][:want].ljust(want, b"\0")
+        else:
+            data = os.pread(fd, want, 0)
+    finally:
+        os.close(fd)
     n = len(data) // UNIT_SIZE
-    return np.frombuffer(data[:n * UNIT_SIZE], dtype=dt)
+    return np.frombuffer(data[:n * UNIT_SIZE], dtype=_UNIT_DTYPE)
+
+
+_UNIT_DTYPE = None
 
 
 def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueState:
@@ -292,7 +315,7 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
     truncateDirtyLogicFiles(cut) leave this queue. cut=None: no commitlog truncation."""
     import numpy as np
 
-    d = store.root / "consumequeue" / topic / str(queue_id)
+    d = store.root.joinpath("consumequeue", topic, str(queue_id))
     fq = FileQueue.scan(d, root=store.root)
     fs = store.config.cq_file_size
     st = QueueState(topic, queue_id, d, fs, fq.files)
@@ -308,15 +331,20 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
         if i > first and f.start != keep_end:
             break   # a missing file in between: nothing after it is reachable
         u = loaded[f.start] = load_units(f.path, min(f.size, fs))
-        st.seen_phys = max(st.seen_phys, _top_phys(u))
-        valid = (u["phys"] >= 0) & (u["size"] > 0) & (u["phys"] < limit)
-        bad = np.flatnonzero(~valid)
-        n_ok = int(bad[0]) if len(bad) else len(u)
-        real = u[:n_ok]
-        realmask = ~((real["phys"] == 0) & (real["size"] == cqf.PRE_BLANK_SIZE))
-        if realmask.any():
-            last = real[np.flatnonzero(realmask)[-1]]
-            max_phys = int(last["phys"]) + int(last["size"])
+        # native copies: every comparison on the big-endian fields would convert them again (a store may
+        # hold tens of thousands of queues, each read here)
+        ph, sz = u["phys"].astype(np.int64), u["size"].astype(np.int64)
+        if len(ph):
+            st.seen_phys = max(st.seen_phys, int(ph.max()))
+        valid = (ph >= 0) & (sz > 0) & (ph < limit)
+        n_ok = len(ph) if valid.all() else int(valid.argmin())
+        if n_ok and not (ph[n_ok - 1] == 0 and sz[n_ok - 1] == cqf.PRE_BLANK_SIZE):
+            max_phys = int(ph[n_ok - 1]) + int(sz[n_ok - 1])
+        elif n_ok:
+            realmask = ~((ph[:n_ok] == 0) & (sz[:n_ok] == cqf.PRE_BLANK_SIZE))
+            if realmask.any():
+                j = int(np.flatnonzero(realmask)[-1])
+                max_phys = int(ph[j]) + int(sz[j])
         keep_end = f.start + n_ok * UNIT_SIZE
         if n_ok < fs // UNIT_SIZE:
             break
@@ -329,6 +357,8 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
             u = load_units(f.path, min(f.size, fs))
             st.seen_phys = max(st.seen_phys, _top_phys(u))
         rest = u[max(0, (keep_end - f.start) // UNIT_SIZE):]
+        if not len(rest):
+            continue
         live = (rest["phys"] != 0) | (rest["size"] != 0) | (rest["tags"] != 0)
         st.dropped_units += int(live.sum())
         below = rest[(rest["phys"] >= 0) & (rest["size"] > 0) & (rest["phys"] < limit)
@@ -373,7 +403,7 @@ def _ext_after_recovery(store, topic, queue_id, files, keep_end: int, fs: int) -
 
 def empty_state(store, topic: str, queue_id: int) -> QueueState:
     """A queue rebuilt from nothing (rebuild cq): every existing file is replaced or removed."""
-    d = store.root / "consumequeue" / topic / str(queue_id)
+    d = store.root.joinpath("consumequeue", topic, str(queue_id))
     fq = FileQueue.scan(d, root=store.root)
     st = QueueState(topic, queue_id, d, store.config.cq_file_size, fq.files)
     st.dropped_units = 0
@@ -388,14 +418,16 @@ def read_file(path: Path, size: int) -> bytes:
         return f.read(size)
 
 
-def holds(path: Path, head, size: int) -> bool:
-    """Whether the file's first `size` bytes are `head` followed by zeros."""
+def _holds_fd(fd: int, head, size: int, prefix: bytes | None) -> bool:
+    """Whether the open file's first `size` bytes are `head` followed by zeros; ``prefix``: its first bytes as
+    already read (not read again when they are the whole head)."""
     from rmqctl.store.zeros import next_nonzero
 
-    with open(path, "rb") as f:
-        fd = f.fileno()
-        return (os.fstat(fd).st_size >= size and os.pread(fd, len(head), 0) == head
-                and next_nonzero(fd, len(head), size) is None)
+    if os.fstat(fd).st_size < size:
+        return False
+    if not (prefix == head if prefix is not None and len(prefix) == len(head) else os.pread(fd, len(head), 0) == head):
+        return False
+    return next_nonzero(fd, len(head), size) is None
 
 
 def write_staged(path: Path, data: bytes, size: int | None = None) -> None:

@@ -306,7 +306,7 @@ def _truncate_queues(rec: Recovery) -> None:
         st = spec.truncated(topic, qid, rec.ctx.cut) if spec is not None else None
         if st is None:
             st = QS.truncate_state(rec.store, topic, qid, rec.ctx.cut)
-        st.stage_dir = rec.ctx.staging / "cq" / topic / str(qid)
+        st.stage_dir = rec.ctx.staging.joinpath("cq", topic, str(qid))
         rec.states[(topic, qid)] = st
         if st.dropped_valid_below is not None and not rec.opts.from_start:
             rec.lower = min(rec.lower, max(st.max_phys, first) if st.max_phys >= 0 else first)

@@ -43,10 +43,11 @@ def next_data(fd: int, pos: int, size: int) -> int:
         return size if e.errno == errno.ENXIO else pos
 
 
-def last_nonzero(fd: int, start: int, end: int) -> int:
+def last_nonzero(fd: int, start: int, end: int, read: list | None = None) -> int:
     """rmqctl.scan.last_nonzero, fast on the usual tail of a commitlog (hundreds of MB of zeros, often
     a hole): holes are skipped with SEEK_DATA/SEEK_HOLE, data extents are checked 8 MiB at a time
-    with numpy, backwards, and only the chunk holding the last non-zero byte is stripped."""
+    with numpy, backwards, and only the chunk holding the last non-zero byte is stripped. ``read``: a
+    list that gets (offset, bytes) of that chunk, for a caller that wants the bytes too."""
     import numpy as np
 
     extents = []
@@ -72,6 +73,8 @@ def last_nonzero(fd: int, start: int, end: int) -> int:
             data = os.pread(fd, hi - lo, lo)
             if np.frombuffer(data, np.uint8).any():
                 stripped = data.rstrip(b"\0")
+                if read is not None:
+                    read.append((lo, data))
                 return lo + len(stripped)
             hi = lo
     return start

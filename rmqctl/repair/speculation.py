@@ -49,7 +49,7 @@ class Speculation:
             st = QS.truncate_state(store, topic, qid, None)
             if type(st) is RC.QueueState and st.ext is None:     # plain queues (not batch ones): seen_phys is theirs
                 sp.fresh[(topic, qid)] = st.fresh_copy()
-            st.stage_dir = sp.dir / "cq" / topic / str(qid)
+            st.stage_dir = sp.dir.joinpath("cq", topic, str(qid))
             sp.states[(topic, qid)] = st
             sp.snap[(topic, qid)] = tuple(getattr(st, k) for k in STATE_FIELDS)
             if st.dropped_valid_below is not None and not opts.from_start:

@@ -334,8 +334,10 @@ class Topics:
         p = props_of(batch) if len(batch.topic_rel) and rebuild_kernel() is not None else None
         if isinstance(p, PropsNB):
             local, reps = p.scan.local, p.scan.reps
-            tr, tl = batch.topic_rel, batch.topic_length
-            ids = np.asarray([self._id(u8[int(tr[r]):int(tr[r]) + int(tl[r])].tobytes()) for r in reps.tolist()],
+            # one topic per distinct topic of the batch (a store of many topics: thousands per batch)
+            mv = memoryview(u8)
+            ids = np.asarray([self._id(bytes(mv[a:a + n]))
+                              for a, n in zip(batch.topic_rel[reps].tolist(), batch.topic_length[reps].tolist())],
                              np.int64)
             return ids[local]
         tl = batch.topic_length.astype(np.int64)

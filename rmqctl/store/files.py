@@ -208,8 +208,11 @@ class FileQueue:
     def scan(cls, directory: Path, digits_re=OFFSET_NAME, root=None) -> "FileQueue":
         """``root``: the store root; a symlinked file whose target lies inside it is read like a file.
         Without it no symlink is followed. Anything else odd becomes a stray with the reason."""
-        q = cls(Path(directory))
-        if root is not None and os.path.islink(directory) and not inside(directory, root):
+        q = cls(directory if isinstance(directory, Path) else Path(directory))    # Path(a Path) parses it again
+        # a file that is no link lies where its directory does: the links of the path are resolved once per
+        # directory, not per file (a queue directory of a store of many queues is a dozen lstat calls deep)
+        dir_inside = root is None or inside(directory, root)
+        if not dir_inside and os.path.islink(directory):
             q.strays.append((q.directory, f"symlink to {os.path.realpath(directory)}, outside the store: "
                                           "not followed"))
             return q
@@ -217,11 +220,8 @@ class FileQueue:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             return q
-        # a file that is no link lies where its directory does: the links of the path are resolved once per
-        # directory, not per file (a queue directory of a store of many queues is a dozen lstat calls deep)
-        dir_inside = root is None or inside(directory, root)
         for e in entries:
-            p = Path(e.path)
+            p = q.directory / e.name
             if e.is_dir(follow_symlinks=False):
                 q.strays.append((p, "directory"))
                 continue

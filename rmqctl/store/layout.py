@@ -62,6 +62,12 @@ class Store:
                 return False
         return d.is_dir()
 
+    def _entry_dir_ok(self, e: os.DirEntry) -> bool:
+        """_dir_ok for a scandir entry: a link is judged as _dir_ok does, anything else by its entry type."""
+        if e.is_symlink():
+            return self._dir_ok(Path(e.path))
+        return e.is_dir(follow_symlinks=False)
+
     @classmethod
     def open(cls, root, config: StoreConfig | None = None, *, check_supported: bool = True,
              rocksdb: bool = False) -> "Store":
@@ -164,13 +170,15 @@ class Store:
         out = []
         if not self._dir_ok(base):
             return out
-        for t in sorted(os.listdir(base)):
-            td = base / t
-            if not self._dir_ok(td):
+        # the directory entries' types decide without a syscall (a store may hold tens of thousands of queues);
+        # only a link is resolved and judged
+        for te in sorted(os.scandir(base), key=lambda e: e.name):
+            if not self._entry_dir_ok(te):
                 continue
-            for q in os.listdir(td):
-                if _is_int(q) and self._dir_ok(td / q):
-                    out.append((t, int(q)))
+            with os.scandir(te.path) as it:
+                for qe in it:
+                    if _is_int(qe.name) and self._entry_dir_ok(qe):
+                        out.append((te.name, int(qe.name)))
         out.sort(key=lambda tq: (tq[0], tq[1]))
         return out
 
