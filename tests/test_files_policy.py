@@ -258,3 +258,51 @@ def test_inside_answers_as_resolving_both_paths(tmp_path):
         for p in cases:
             assert inside(p, r) == resolved(p, r), (p, r)
     assert not inside(cq / "Out" / "q", root) and inside(cq / "In" / "0", root)
+
+
+def _queues_by_resolving(root: Path) -> list:
+    """The queue listing as resolving every path would give it: numeric directories (through links that resolve
+    inside the store) of topic directories (the same)."""
+    real_root = os.path.realpath(root)
+
+    def ok(p):
+        r = os.path.realpath(p)
+        return os.path.isdir(p) and (r == real_root or r.startswith(real_root + os.sep))
+
+    base = root / "consumequeue"
+    return sorted((t, int(q)) for t in os.listdir(base) if ok(base / t)
+                  for q in os.listdir(base / t) if q.lstrip("-").isdigit() and ok(base / t / q))
+
+
+def test_queue_listing_judges_links_as_resolving_does(tmp_path):
+    """Store.queues reads the directory entries' types and resolves only links: links to topic and queue
+    directories inside the store are listed, links out of the store, files and non-numeric names are not; the
+    listing a repair plans with (listed_once) is the same, copied, and gone afterwards."""
+    from rmqctl.store.layout import Store
+
+    root = tmp_path / "store"
+    cq = root / "consumequeue"
+    for d in ("TopicA/0", "TopicA/1", "TopicA/x", "TopicB"):
+        (cq / d).mkdir(parents=True)
+    (root / "commitlog").mkdir()
+    (cq / "TopicA" / "7").write_bytes(b"")                     # a file named like a queue
+    (cq / "afile").write_bytes(b"")
+    out = tmp_path / "outside"
+    (out / "0").mkdir(parents=True)
+    os.symlink(cq / "TopicA", cq / "TopicL")                   # a topic linked inside the store
+    os.symlink(out, cq / "TopicOut")                           # a topic linked out of it
+    os.symlink(cq / "TopicA" / "0", cq / "TopicB" / "3")       # a queue linked inside
+    os.symlink(out / "0", cq / "TopicB" / "4")                 # a queue linked out
+    os.symlink(cq / "TopicA" / "nothing", cq / "TopicB" / "5")  # a dangling queue link
+    want = [("TopicA", 0), ("TopicA", 1), ("TopicB", 3), ("TopicL", 0), ("TopicL", 1)]
+    assert _queues_by_resolving(root) == want
+    store = Store.open(root)
+    assert store.queues() == want
+    assert {p.name for p in store.not_followed} == {"TopicOut", "4"}
+    with store.listed_once():
+        first = store.queues()
+        first.append(("mutated", 9))
+        assert store.queues() == want
+    assert store._queues_memo is None
+    (cq / "TopicB" / "6").mkdir()
+    assert ("TopicB", 6) in store.queues()

@@ -123,7 +123,7 @@ def run(store_dir, job: Job, *, config=None, dry_run: bool = False, progress=no_
     with journaled(root, job.op, warn=warn) as j:
         store = Store.open(root, config)          # after the rollback of an interrupted op
         staging = make_staging(j.dir / "staging")
-        with progress(job.work(store), "analysing") as pg:
+        with progress(job.work(store), "analysing") as pg, store.listed_once():
             planned = job.plan(store, staging, pg)
         job.check(store, planned)
         out = Outcome(planned, Exit.OK, journal=j.dir, op_name=j.name, rolled_back=j.rolled_back)
@@ -148,7 +148,7 @@ def _dry_run(root: Path, job: Job, config, progress) -> Outcome:
     store = Store.open(root, config)
     staging = make_staging(None)
     try:
-        with progress(job.work(store), "planning") as pg:
+        with progress(job.work(store), "planning") as pg, store.listed_once():
             planned = job.plan(store, staging, pg)
         job.check(store, planned)
     finally:

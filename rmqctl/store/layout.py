@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import struct
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -50,6 +51,7 @@ class Store:
         self.config = infer(config or StoreConfig(), self.root)
         # paths the walkers did not follow or open (links out of the store, FIFOs...): path -> why
         self.not_followed: dict[Path, str] = {}
+        self._queues_memo: dict | None = None      # kind -> queues, while listed_once
 
     def _skip(self, path: Path, why: str) -> None:
         self.not_followed.setdefault(Path(path), why)
@@ -166,6 +168,24 @@ class Store:
             from rmqctl.store.rocksdb_cq import queue_ids
 
             return queue_ids(self.root)
+        memo = self._queues_memo
+        if memo is not None:
+            if kind not in memo:
+                memo[kind] = self._list_queues(kind)
+            return list(memo[kind])
+        return self._list_queues(kind)
+
+    @contextmanager
+    def listed_once(self):
+        """While a repair plans, nothing in the store changes: its queue directories are listed once, not by
+        every step that goes over the queues (a store may hold tens of thousands)."""
+        self._queues_memo = {}
+        try:
+            yield self
+        finally:
+            self._queues_memo = None
+
+    def _list_queues(self, kind: str) -> list[tuple[str, int]]:
         base = self.root / kind
         out = []
         if not self._dir_ok(base):
