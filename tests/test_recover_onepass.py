@@ -124,3 +124,60 @@ def test_a_queue_truncated_at_a_cut_above_its_units_is_not_read_again(tmp_path):
             checked += 1
     assert checked >= 3 * len(sp.fresh)
     sp.drop()
+
+
+def _unit(phys, size, tags=0):
+    import struct
+
+    return struct.pack(">qiq", phys, size, tags)
+
+
+TAIL_SHAPES = {   # consume-queue files of 8 units (160 bytes): name -> [(file start, bytes, size on disk)]
+    "clean": [(0, _unit(0, 100) + _unit(100, 50) + _unit(150, 70), 160)],
+    "short file": [(0, _unit(0, 100) + _unit(100, 50), 100)],
+    "longer file": [(0, _unit(0, 100) + _unit(100, 50), 200)],
+    "unit after a zero unit": [(0, _unit(0, 100) + bytes(20) + _unit(300, 10), 160)],
+    "tags only": [(0, _unit(0, 100) + _unit(0, 0, 7), 160)],
+    "byte at the end": [(0, _unit(0, 100) + bytes(119) + b"\x01", 160)],
+    "second file": [(0, b"".join(_unit(i * 10, 10) for i in range(8)), 160), (160, _unit(80, 10), 160)],
+    "full file": [(0, b"".join(_unit(i * 10, 10) for i in range(8)), 160)],
+}
+
+
+@pytest.mark.parametrize("shape", TAIL_SHAPES)
+@pytest.mark.parametrize("cut", [None, 120, 60])
+def test_a_queue_left_as_it_is_is_not_read_again(tmp_path, shape, cut):
+    """A queue that truncate_state leaves with only zeros after its end (tail_zero) and that gets no unit is not
+    compared with its file again at the end: what the comparison would give on every shape of file (short,
+    longer, a unit after a zero one, a lone non-zero byte, two files, a full one) and cut."""
+    from rmqctl.repair import rebuild_cq as RC
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    root = tmp_path / "store"
+    d = root / "consumequeue" / "T" / "0"
+    d.mkdir(parents=True)
+    (root / "commitlog").mkdir()
+    for start, data, size in TAIL_SHAPES[shape]:
+        p = d / f"{start:020d}"
+        p.write_bytes(data)
+        with open(p, "r+b") as f:
+            f.truncate(size)
+    store = Store(root, StoreConfig().with_values({"mappedFileSizeConsumeQueue": 160}))
+
+    def staged(force_compare: bool):
+        st = RC.truncate_state(store, "T", 0, cut)
+        shortcut = st.tail_zero
+        if force_compare:
+            st.tail_zero = False
+        st.stage_dir = tmp_path / ("full" if force_compare else "short") / str(cut)
+        return shortcut, [(s, p.read_bytes()) for s, p in st.finish_files()], st.delete_files()
+
+    shortcut, got, got_del = staged(False)
+    _, want, want_del = staged(True)
+    assert (got, got_del) == (want, want_del)
+    expect = {"clean": True, "longer file": True, "second file": True, "short file": False,
+              "unit after a zero unit": False, "tags only": False, "byte at the end": False, "full file": False}
+    if cut is None:
+        assert shortcut is expect[shape]
+        assert bool(want) is (shape in ("short file", "unit after a zero unit", "tags only", "byte at the end"))

@@ -89,6 +89,9 @@ class QueueState:
     ext: "ExtQueue | None" = None      # enableConsumeQueueExt: units get ext addresses as tagsCode
     # the highest physical offset of a unit truncate_state read (-1: none): a cut above it changes nothing
     seen_phys: int = -1
+    # truncate_state found only zeros after keep_end in the file holding it, up to a full file_size: with nothing
+    # appended that file stays as it is, and is not read again to be compared (a store may hold tens of thousands)
+    tail_zero: bool = False
 
     def fresh_copy(self) -> "QueueState":
         """A copy of a state as truncate_state left it, before any unit was appended (no ext)."""
@@ -192,6 +195,9 @@ class QueueState:
         file's zeros are checked without decoding (rmqctl.store.zeros), and the staged file is written as its
         head and a size (the zeros a hole, as the broker's own mapped files are)."""
         f = self._existing(s)
+        if f is not None and self.tail_zero and not self.added and type(self) is QueueState \
+                and s == self.keep_end - self.keep_end % self.file_size:
+            return      # the kept prefix of that file, then zeros: what it holds
         if f is None:
             head = self._file_head(s, lambda k: None)
         else:
@@ -368,6 +374,9 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
             st.dropped_valid_below = v if st.dropped_valid_below is None else min(v, st.dropped_valid_below)
     st.kept_any = keep_end > files[0].start
     st.keep_end, st.max_phys = (keep_end if st.kept_any else 0), max_phys
+    # every non-zero byte that file holds up to file_size lies in a unit counted above: none dropped, none there
+    tail = next((f for f in files if f.start == keep_end - keep_end % fs), None)
+    st.tail_zero = st.dropped_units == 0 and tail is not None and tail.start in loaded and tail.size >= fs
     st.start_from_existing()
     if store.config.enable_cq_ext:
         st.ext = _ext_after_recovery(store, topic, queue_id, files[first:], keep_end, fs)
