@@ -306,3 +306,26 @@ def test_queue_listing_judges_links_as_resolving_does(tmp_path):
     assert store._queues_memo is None
     (cq / "TopicB" / "6").mkdir()
     assert ("TopicB", 6) in store.queues()
+
+
+def test_a_queue_file_in_a_judged_directory_is_read_as_the_policy_reads_it(tmp_path):
+    """verify judges a queue's directory once per range and then opens a regular file in it after one lstat:
+    a link (in or out of the store), a FIFO, a missing file give what the full check gives. The link out leads
+    to a file beside the store: the full check once judged against the store's parent and read it."""
+    from rmqctl.check.cq_units import pread_or_empty
+
+    root = tmp_path / "store"
+    d = root / "consumequeue" / "T" / "0"
+    d.mkdir(parents=True)
+    out = tmp_path / "outside"
+    out.write_bytes(b"O" * 40)
+    (d / f"{0:020d}").write_bytes(b"A" * 40)
+    (root / "inside").write_bytes(b"I" * 40)
+    os.symlink(root / "inside", d / f"{40:020d}")
+    os.symlink(out, d / f"{80:020d}")
+    os.mkfifo(d / f"{120:020d}")
+    want = {0: b"A" * 20, 40: b"I" * 20, 80: b"", 120: b"", 160: b""}
+    for start, data in want.items():
+        p = str(d / f"{start:020d}")
+        assert pread_or_empty(p, 20, 10) == data, start
+        assert pread_or_empty(p, 20, 10, True) == data, start

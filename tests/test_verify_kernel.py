@@ -322,7 +322,7 @@ def test_read_ahead_fits_its_pool(tmp_path, monkeypatch):
     monkeypatch.setattr(cb, "CQ_CACHE_BYTES", nq * 512)     # a share of 25 units per queue, about all it holds
     reads: list = []
     real = cb.pread_or_empty
-    monkeypatch.setattr(cb, "pread_or_empty", lambda p, n, pos: reads.append(p) or real(p, n, pos))
+    monkeypatch.setattr(cb, "pread_or_empty", lambda p, *a: reads.append(p) or real(p, *a))
     # one commitlog file, dozens of windows: one RangeScan and its pool meet every queue again and again
     got, want = _both(monkeypatch, root, 1 << 20, 1000 * 20, DELAYS, pieces=(), window=8192)
     assert got == want

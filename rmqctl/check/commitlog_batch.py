@@ -10,6 +10,7 @@ import numpy as np
 from rmqctl.check.commitlog_end import classify_end
 from rmqctl.check.commitlog_results import FileResult, QueueTrack, ScanContext
 from rmqctl.check.cq_units import CqPool, CqReader, pread_or_empty
+from rmqctl.store.files import inside
 from rmqctl.check.findings import ERROR, Finding
 from rmqctl.check.interner import Interner
 from rmqctl.dispatch import MULTI_OFFSET_PROPERTY as _MULTI_OFFSET
@@ -160,6 +161,8 @@ class RangeScan:
         self.path, self.start = res.path, res.start
         self.unit_dtype = numpy_dtype(ConsumeQueueUnit)
         self.cq_base = os.path.join(ctx.root, "consumequeue")
+        # queue directory -> judged to lie inside the store, once per range (its files are read again and again)
+        self.cq_dir_inside: dict = {}
         self.cq_slow = CqReader(ctx.root, ctx.cq_file_size) if ctx.check_cq else None
         # tagsCode <= Integer.MIN_VALUE - 1 is an ext-file address only where consume-queue ext exists
         self.ext_floor = -2147483649 if os.path.isdir(os.path.join(ctx.root, "consumequeue_ext")) else None
@@ -476,14 +479,18 @@ class RangeScan:
     def _cq_read(self, g: int, f0: int, p0: int, p1: int) -> None:
         """Read queue g's consume-queue piece holding bytes [p0, p1) of its file starting at f0 into the pool."""
         tn, qid = self.qkeys[g]
-        path = os.path.join(self.cq_base, self.topics[tn], str(qid), f"{f0:020d}")
+        d = os.path.join(self.cq_base, self.topics[tn], str(qid))
+        ok = self.cq_dir_inside.get(d)
+        if ok is None:
+            ok = self.cq_dir_inside[d] = inside(d, self.ctx.root)
+        path = os.path.join(d, f"{f0:020d}")
         # read ahead 16x what this batch needs, at least the queue's share of CQ_CACHE_BYTES (each read opens
         # the file: with few queues, a few large reads per queue). Never more than the share otherwise: pieces
         # beyond it overflow the pool, which then empties at every batch, and every queue is read again per batch
         # (8192 queues at 10 KB each did: 20 reads per queue)
         share = CQ_CACHE_BYTES // max(1, len(self.qkeys))
         ahead = max(16 * (p1 - p0), min(share, CQ_AHEAD_MAX, 2 * (p1 - p0) * self.windows_left))
-        self.cq_pool.put(g, f0, p0, pread_or_empty(path, min(ahead, self.ctx.cq_file_size - p0), p0))
+        self.cq_pool.put(g, f0, p0, pread_or_empty(path, min(ahead, self.ctx.cq_file_size - p0), p0, ok))
 
     def _tags(self, props: JoinedProps):
         """tagsCode (TAGS hash) of every record of the batch: TAGS located as arrays over the joined
