@@ -10,7 +10,6 @@ import numpy as np
 from rmqctl.check.commitlog_end import classify_end
 from rmqctl.check.commitlog_results import FileResult, QueueTrack, ScanContext
 from rmqctl.check.cq_units import CqPool, CqReader, pread_or_empty
-from rmqctl.store.files import inside
 from rmqctl.check.findings import ERROR, Finding
 from rmqctl.check.interner import Interner
 from rmqctl.dispatch import MULTI_OFFSET_PROPERTY as _MULTI_OFFSET
@@ -19,6 +18,7 @@ from rmqctl.formats import commitlog as clf
 from rmqctl.formats.consumequeue import UNIT_SIZE
 from rmqctl.formats.index import java_string_hash
 from rmqctl.formats.properties import parse_properties
+from rmqctl.store.files import inside
 
 
 

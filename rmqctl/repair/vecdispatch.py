@@ -334,7 +334,7 @@ class Topics:
         p = props_of(batch) if len(batch.topic_rel) and rebuild_kernel() is not None else None
         if isinstance(p, PropsNB):
             local, reps = p.scan.local, p.scan.reps
-            # one topic per distinct topic of the batch (a store of many topics: thousands per batch)
+            # one lookup per distinct topic of the batch (a store of many topics meets thousands per batch)
             mv = memoryview(u8)
             ids = np.asarray([self._id(bytes(mv[a:a + n]))
                               for a, n in zip(batch.topic_rel[reps].tolist(), batch.topic_length[reps].tolist())],
