@@ -339,3 +339,30 @@ def test_deleted_topics_are_skipped_and_counted_the_same(tmp_path, monkeypatch):
     assert any("TopicA" in x["path"] for x in got["cq"]["actions"])
     assert not any("主题" in x["path"] for x in got["cq"]["actions"])
     assert n["walks"] == 2
+
+
+def test_ranges_grow_with_the_number_of_queues(tmp_path, monkeypatch):
+    """The parent appends every range's units queue by queue: a store of many queues is cut into fewer, larger
+    ranges (at least QUEUE_RANGE_BYTES per queue), and the rebuild is the same; RMQCTL_SPLIT_BYTES still rules."""
+    monkeypatch.delenv(SPLIT, raising=False)
+    assert P.range_bytes() == P.RANGE_BYTES
+    assert P.range_bytes(8192) == 8192 * P.QUEUE_RANGE_BYTES > P.RANGE_BYTES
+    monkeypatch.setenv(SPLIT, "5000")
+    assert P.range_bytes(8192) == 5000
+    monkeypatch.delenv(SPLIT)
+    root = F.make_store(tmp_path / "store", messages=1200, queues=40, file_size=1 << 20)
+    nq = len(list((root / "consumequeue").glob("*/*")))
+    conf = tmp_path / "manifest.json"
+    conf.write_text(json.dumps({"store_config": {"mappedFileSizeCommitLog": 1 << 20,
+                                                 "mappedFileSizeConsumeQueue": 64 * 20,
+                                                 "maxHashSlotNum": 512, "maxIndexNum": 2048}}))
+    sizes: list = []
+    real = P._tasks
+    monkeypatch.setattr(P, "_tasks", lambda visited, nbytes: sizes.append(nbytes) or real(visited, nbytes))
+    monkeypatch.setattr(P, "RANGE_BYTES", 4096)
+    for per_queue in (0, 1 << 20):
+        monkeypatch.setattr(P, "QUEUE_RANGE_BYTES", per_queue)
+        sizes.clear()
+        got = _rebuild(root, conf, "cq", 2, tmp_path / str(per_queue))
+        assert sizes == [max(4096, nq * per_queue)]
+        assert got == _rebuild(root, conf, "cq", 1, tmp_path / str(per_queue))

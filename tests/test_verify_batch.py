@@ -418,6 +418,10 @@ def test_parallel_ranges_report_equals_one_process(synthetic, tmp_path, monkeypa
         fx = {p.name: p for p in FIXTURES}[name]
         src, cfg = fx / "store", load_manifest(fx)["store_config"]
     monkeypatch.setattr(run, "RANGE_BYTES", 3000)
+    monkeypatch.setattr(run, "QUEUE_RANGE_BYTES", 0)
+    pieces: list = []
+    real_split = clc.split_points
+    monkeypatch.setattr(clc, "split_points", lambda *a: pieces.append(a[2]) or real_split(*a))
     from rmqctl.check import index as ixc
 
     in_parent = []
@@ -444,8 +448,16 @@ def test_parallel_ranges_report_equals_one_process(synthetic, tmp_path, monkeypa
 
         one = report(1)
         assert in_parent        # -j 1: the index files are checked here
+        pieces.clear()
         assert report(2) == one
         assert not in_parent    # -j 2: beside the walk, in a worker
+        assert max(pieces) > 2
+        # a store of many queues gets fewer, larger ranges (here: one per file), with the same report
+        monkeypatch.setattr(run, "QUEUE_RANGE_BYTES", 1 << 30)
+        pieces.clear()
+        assert report(2) == one
+        assert pieces and set(pieces) == {1}
+        monkeypatch.setattr(run, "QUEUE_RANGE_BYTES", 0)
         checks = {f["check"] for f in one[0]}
         assert (damaged == "record") == ("commitlog.body_crc" in checks)
         assert (damaged == "index") == ({"index.header_end_phy", "index.item_message"} <= checks), checks

@@ -36,6 +36,10 @@ def _scan_job(args):
 
 RANGE_BYTES = 128 * 1024 * 1024   # pieces small enough to balance 2+ workers over a few 1 GiB files
 MIN_RANGE = 16 * 1024 * 1024
+# each range reads the consume-queue piece of every queue it meets and hands back every queue's track (~50 us
+# a queue): a range holds at least this many bytes per queue of the store, so that this stays under the walk's
+# own cost (8192 queues: 4 GiB, whole files; 1024: 512 MiB; under 256 queues RANGE_BYTES decides)
+QUEUE_RANGE_BYTES = 512 * 1024
 
 
 def _data_estimates(args: list) -> list:
@@ -62,11 +66,12 @@ def _index_job(i: int):
         return None
 
 
-def _scan_parallel(args: list, jobs: int, progress, est: list | None = None, side: list = ()) -> tuple:
+def _scan_parallel(args: list, jobs: int, progress, est: list | None = None, side: list = (), queues: int = 0) -> tuple:
     """Commitlog files split into ranges at record boundaries (clc.scan_range), checked by `jobs`
     processes, joined per file in order (clc.merge_ranges): the same FileResults as one walk per file.
     `side`: (function, argument) jobs that need no walk results, queued ahead of the ranges so that a worker
-    runs each while the others walk. Returns (FileResults, the side jobs' results in order)."""
+    runs each while the others walk. `queues`: how many queues the store holds (QUEUE_RANGE_BYTES). Returns
+    (FileResults, the side jobs' results in order)."""
     import multiprocessing as mp
 
     import numpy  # noqa: F401  -- imported once here, inherited by the forked workers
@@ -74,10 +79,11 @@ def _scan_parallel(args: list, jobs: int, progress, est: list | None = None, sid
     from rmqctl.check.commitlog_batch import preload
 
     preload()   # the numba kernel's verify checks too, when it is in use
-    # ranges of about a quarter of each worker's share of the data (balance), within [MIN_RANGE, RANGE_BYTES]
+    # ranges of about a quarter of each worker's share of the data (balance), within [MIN_RANGE, RANGE_BYTES];
+    # larger with many queues
     if est is None:
         est = _data_estimates(args)
-    rb = min(RANGE_BYTES, max(MIN_RANGE, sum(est) // (4 * jobs)))
+    rb = max(min(RANGE_BYTES, max(MIN_RANGE, sum(est) // (4 * jobs))), queues * QUEUE_RANGE_BYTES)
     tasks, owner = [], []
     for k, (ctx, path, start, size) in enumerate(args):
         pieces = max(1, -(-est[k] // rb))
@@ -297,7 +303,8 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
             _SIDE["index"] = (idx, slots, items, cfg.broker_version, index_sample, CommitLog(store))
             try:
                 results, index_facts = _scan_parallel(args, jobs, progress, est,
-                                                      [(_index_job, i) for i in range(len(idx))])
+                                                      [(_index_job, i) for i in range(len(idx))],
+                                                      queues=len(store.queues()))
             finally:
                 _SIDE.clear()
         else:

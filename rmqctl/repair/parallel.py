@@ -41,14 +41,17 @@ import sys
 from dataclasses import dataclass, field
 
 RANGE_BYTES = 32 * 1024 * 1024
+# the parent appends each range's units queue by queue (~40 us a queue it meets): a range holds at least this many
+# bytes per queue of the store, so that this stays under the walk's own cost (8192 queues: 4 GiB, whole files)
+QUEUE_RANGE_BYTES = 512 * 1024
 SPLIT_ENV = "RMQCTL_SPLIT_BYTES"   # tests: tiny ranges, so records straddle many split points
 CLOSE_WAIT = 60                    # seconds the ranges in flight get to finish when the walk ends early
 INDEX_PIECE = 8192                 # records per IndexRebuilder.dispatch_many call in the merge
 
 
-def range_bytes() -> int:
+def range_bytes(queues: int = 0) -> int:
     v = os.environ.get(SPLIT_ENV, "")
-    return max(1, int(v)) if v.isdigit() else RANGE_BYTES
+    return max(1, int(v)) if v.isdigit() else max(RANGE_BYTES, queues * QUEUE_RANGE_BYTES)
 
 
 @dataclass
@@ -388,7 +391,7 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
         nb.warm()           # the compiled dispatch loaded once, inherited by the workers
     global _SPEC
     _SPEC = {"visited": visited, "sink": sink, "kw": kw}
-    tasks = _tasks(visited, range_bytes())
+    tasks = _tasks(visited, range_bytes(len(store.queues())))
     ahead = 2 * jobs
     pool = mp.get_context("fork").Pool(jobs)
     try:
