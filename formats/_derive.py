@@ -8,6 +8,8 @@ accident.
 """
 from __future__ import annotations
 
+import functools
+
 import construct as c
 
 
@@ -56,8 +58,10 @@ def struct_format(con) -> str:
     return ">" + "".join(code for _, code, _ in _leaves(con))
 
 
+@functools.cache
 def numpy_dtype(con):
-    """Big-endian numpy dtype with the same names and offsets (numpy's 'i8' is int64: use explicit sizes)."""
+    """Big-endian numpy dtype with the same names and offsets (numpy's 'i8' is int64: use explicit sizes).
+    Built once per declaration: the readers of a store of many queues ask for it per file."""
     import numpy as np
 
     kinds = {"b": "i1", "B": "u1", "h": "i2", "H": "u2", "i": "i4", "I": "u4", "l": "i4", "L": "u4",

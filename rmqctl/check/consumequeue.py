@@ -53,10 +53,7 @@ def _unit_chunks(path: Path, n_units: int):
 
     import numpy as np
 
-    global _DTYPE
-    if _DTYPE is None:      # built once: a store of many queues reads thousands of files
-        _DTYPE = numpy_dtype(ConsumeQueueUnit)
-    dt = _DTYPE
+    dt = numpy_dtype(ConsumeQueueUnit)
     zero_unit = bytes(UNIT_SIZE)
     fd = open_read(path)
     try:
@@ -78,9 +75,6 @@ def _unit_chunks(path: Path, n_units: int):
                 i, want = nz // UNIT_SIZE, FIRST_CHUNK
     finally:
         os.close(fd)
-
-
-_DTYPE = None
 
 
 def check_queue_files(fq: FileQueue, file_size: int, findings: list, kind: str = "cq") -> None:

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import os
-import stat
 import struct
 
 from rmqctl.errors import IOFailure
 from rmqctl.formats.consumequeue import UNIT_SIZE
-from rmqctl.store.files import open_read
+from rmqctl.store.files import open_plain, open_read
 
 
 CQ_UNIT = struct.Struct(">qiq")
@@ -21,7 +20,7 @@ def pread_or_empty(path: str, n: int, pos: int, dir_inside: bool = False) -> byt
     or not read by policy (a link out of the store, a FIFO: the queue walker reports it). ``dir_inside``: the
     file's directory was judged to lie inside the store already; a regular file in it is then opened after one
     lstat (its links not resolved again: thousands of queues are read per range), anything else judged fully."""
-    fd = _open_regular(path) if dir_inside else None
+    fd = open_plain(path) if dir_inside else None
     if fd is None:
         root = path
         for _ in range(4):   # <root>/consumequeue/<topic>/<qid>/<file>: four levels up
@@ -36,22 +35,6 @@ def pread_or_empty(path: str, n: int, pos: int, dir_inside: bool = False) -> byt
         return os.pread(fd, n, pos)
     finally:
         os.close(fd)
-
-
-def _open_regular(path: str) -> int | None:
-    """An fd on ``path`` when it is a regular file (not a link: O_NOFOLLOW, and the kind checked before and after
-    the open); -1 when it is missing or swapped; None when it is something to judge fully (a link, a FIFO)."""
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return None
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-                     | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return -1
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return -1
-    return fd
 
 
 class CqReader:

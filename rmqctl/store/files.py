@@ -106,13 +106,15 @@ def check_read(path, root=None) -> None:
         raise IOFailure(why, path=path)
 
 
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)   # a FIFO cannot block
+
+
 def open_read(path, root=None) -> int:
     """An O_RDONLY fd on a regular file, or IOFailure naming the file (one line). ``root``: the store
     root links may point into (see ``read_refusal``). FileNotFoundError passes through."""
     check_read(path, root)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, _READ_FLAGS)
     except FileNotFoundError:
         raise
     except OSError as e:
@@ -121,6 +123,23 @@ def open_read(path, root=None) -> int:
     if not stat.S_ISREG(st.st_mode):   # swapped between the check and the open
         os.close(fd)
         raise IOFailure(f"{kind_of(st.st_mode)}, not a regular file: not opened", path=path)
+    return fd
+
+
+def open_plain(path) -> int | None:
+    """An O_RDONLY fd on ``path`` when it is a regular file and no link (the caller judged its directory): the
+    kind checked by ``lstat`` before the open and by ``fstat`` after it, the open with O_NOFOLLOW; -1 when it is
+    missing or was swapped in between; None when it is anything else (a link, a FIFO): judge it with
+    ``open_read`` and a root."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        fd = os.open(path, _READ_FLAGS | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return -1
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return -1
     return fd
 
 
