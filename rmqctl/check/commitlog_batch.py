@@ -76,6 +76,10 @@ def preload() -> None:
     _nb_batch()
 
 
+# store root (as ScanContext.root) -> the (topic, queue id) whose directory the store's listing reached through no
+# link (Store.queue_dir_plain): set by verify around its commitlog pass, inherited by the workers it forks
+PLAIN_QUEUES: dict = {}
+
 CQ_CACHE_BYTES = 32 << 20     # consume-queue units read ahead, shared by the queues met so far (the pool: 2x at
 # most, and what one batch reads on top)
 CQ_AHEAD_MAX = 1 << 20
@@ -161,8 +165,10 @@ class RangeScan:
         self.path, self.start = res.path, res.start
         self.unit_dtype = numpy_dtype(ConsumeQueueUnit)
         self.cq_base = os.path.join(ctx.root, "consumequeue")
-        # queue directory -> judged to lie inside the store, once per range (its files are read again and again)
+        # queue directory -> judged to lie inside the store, once per range (its files are read again and again);
+        # those the store's listing saw reached through no link need no judging (PLAIN_QUEUES)
         self.cq_dir_inside: dict = {}
+        self.plain_queues = PLAIN_QUEUES.get(ctx.root, ())
         self.cq_slow = CqReader(ctx.root, ctx.cq_file_size) if ctx.check_cq else None
         # tagsCode <= Integer.MIN_VALUE - 1 is an ext-file address only where consume-queue ext exists
         self.ext_floor = -2147483649 if os.path.isdir(os.path.join(ctx.root, "consumequeue_ext")) else None
@@ -482,7 +488,7 @@ class RangeScan:
         d = os.path.join(self.cq_base, self.topics[tn], str(qid))
         ok = self.cq_dir_inside.get(d)
         if ok is None:
-            ok = self.cq_dir_inside[d] = inside(d, self.ctx.root)
+            ok = self.cq_dir_inside[d] = (self.topics[tn], qid) in self.plain_queues or inside(d, self.ctx.root)
         path = os.path.join(d, f"{f0:020d}")
         # read ahead 16x what this batch needs, at least the queue's share of CQ_CACHE_BYTES (each read opens
         # the file: with few queues, a few large reads per queue). Never more than the share otherwise: pieces

@@ -100,12 +100,13 @@ def check_queue_files(fq: FileQueue, file_size: int, findings: list, kind: str =
 
 
 def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_min: int, cl_end: int,
-                findings: list, commitlog_scanned: bool = True, cl_gaps=()) -> QueueResult:
+                findings: list, commitlog_scanned: bool = True, cl_gaps=(), judged: bool = False) -> QueueResult:
     """One consume queue. `track` is the merged QueueTrack of the commitlog pass (None if no record of
     this queue was seen); cl_min/cl_end the commitlog's min offset and end of the last valid record;
-    cl_gaps the [start, end) ranges of missing commitlog files (F08)."""
+    cl_gaps the [start, end) ranges of missing commitlog files (F08). `judged`: the queue's directory is known
+    to lie inside the store (FileQueue.scan)."""
     d = root.joinpath("consumequeue", topic, str(qid))
-    fq = FileQueue.scan(d, root=root)
+    fq = FileQueue.scan(d, root=root, judged=judged)
     check_queue_files(fq, cq_file_size, findings)
     walk = _UnitWalk(track, cl_min, cl_end, cl_gaps if commitlog_scanned else None, findings)
     for fi, f in enumerate(fq.files):

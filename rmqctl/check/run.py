@@ -253,7 +253,14 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
                  scan_map=None) -> Report:
     """Check a whole store. `scan_map(args) -> [FileResult]` runs the per-file commitlog scans
     (args: [(ScanContext, path, start, size)], results in the same order); the default runs them here
-    (jobs > 1: ranges in worker processes). The Spark engine passes one that runs them as Spark tasks."""
+    (jobs > 1: ranges in worker processes). The Spark engine passes one that runs them as Spark tasks. The queue
+    directories are listed once (Store.listed_once); those reached through no link are not judged again."""
+    with store.listed_once():
+        return _verify_store(store, jobs=jobs, areas=areas, index_sample=index_sample, progress=progress,
+                             scan_map=scan_map)
+
+
+def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_map) -> Report:
     t0 = time.time()
     root = store.root
     cfg = store.config
@@ -296,23 +303,28 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
             kernels.expect(sum(est) // max(1, jobs))
         if scan_map is not None:
             results = list(scan_map(args))
-        elif jobs > 1:
-            from rmqctl.store.commitlog import CommitLog
+        else:
+            from rmqctl.check import commitlog_batch as clb
 
-            idx, slots, items, _ = index_plan
-            _SIDE["index"] = (idx, slots, items, cfg.broker_version, index_sample, CommitLog(store))
+            clb.PLAIN_QUEUES[base.root] = {k for k in store.queues() if store.queue_dir_plain(*k)}
             try:
-                results, index_facts = _scan_parallel(args, jobs, progress, est,
-                                                      [(_index_job, i) for i in range(len(idx))],
-                                                      queues=len(store.queues()))
+                if jobs > 1:
+                    from rmqctl.store.commitlog import CommitLog
+
+                    idx, slots, items, _ = index_plan
+                    _SIDE["index"] = (idx, slots, items, cfg.broker_version, index_sample, CommitLog(store))
+                    results, index_facts = _scan_parallel(args, jobs, progress, est,
+                                                          [(_index_job, i) for i in range(len(idx))],
+                                                          queues=len(store.queues()))
+                else:
+                    for a in args:
+                        fr = _scan_job(a)
+                        results.append(fr)
+                        if progress:
+                            progress(fr.size)
             finally:
                 _SIDE.clear()
-        else:
-            for a in args:
-                fr = _scan_job(a)
-                results.append(fr)
-                if progress:
-                    progress(fr.size)
+                clb.PLAIN_QUEUES.pop(base.root, None)
     tracks: dict = {}
     messages = nbytes = 0
     prev = None
@@ -347,7 +359,8 @@ def verify_store(store, *, jobs: int = 1, areas=AREAS, index_sample: int = 64, p
         queues = store.queues()
         for topic, qid in queues:
             qr = cqc.check_queue(root, topic, qid, cfg.cq_file_size, tracks.get((topic, qid)), cl_min, cl_end,
-                                 findings, commitlog_scanned=scanned, cl_gaps=cl_gaps)
+                                 findings, commitlog_scanned=scanned, cl_gaps=cl_gaps,
+                                 judged=store.queue_dir_plain(topic, qid))
             cq_max_phys = max(cq_max_phys, qr.max_phys_end)
             queue_ranges[(topic, qid)] = (qr.min_valid, qr.valid_end)
         if scanned:

@@ -2,8 +2,6 @@
 store, stray files in commitlog/, consume-queue files of the wrong size (docs/recovery.md)."""
 from __future__ import annotations
 
-import os
-
 from rmqctl.errors import IOFailure
 from rmqctl.formats import OFFSET_NAME
 from rmqctl.repair.plan import Action, Plan, rel_path
@@ -26,7 +24,7 @@ def cq_size_plan(store, plan: Plan) -> None:
     fs = store.config.cq_file_size
     base = store.consumequeue_dir
     for topic, qid in store.queues():
-        for name, size in _regular_files(os.path.join(base, topic, str(qid))):
+        for name, size in _regular_files(store.queue_dir_entries(topic, qid)):
             if size == fs or size == 0:
                 continue
             path = base.joinpath(topic, str(qid), name)
@@ -40,13 +38,9 @@ def cq_size_plan(store, plan: Plan) -> None:
                                      f"{rules.SIZE_MISMATCH}; not repaired automatically")
 
 
-def _regular_files(d: str) -> list:
-    """(name, size) of the mapped files of a queue directory, in offset order: regular files named by a start
-    offset, as FileQueue.scan without a root takes them (no link followed), from the directory entries' types
-    and one lstat per file (a store may hold tens of thousands of queues)."""
-    try:
-        entries = sorted(os.scandir(d), key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return [(e.name, e.stat(follow_symlinks=False).st_size) for e in entries
+def _regular_files(entries) -> list:
+    """(name, size) of the mapped files among a queue directory's entries (Store.queue_dir_entries), in offset
+    order: regular files named by a start offset, as FileQueue.scan without a root takes them (no link followed),
+    from the entries' types and one lstat per file (a store may hold tens of thousands of queues)."""
+    return [(e.name, e.stat(follow_symlinks=False).st_size) for e in sorted(entries or (), key=lambda e: e.name)
             if not e.is_symlink() and e.is_file(follow_symlinks=False) and OFFSET_NAME.match(e.name)]

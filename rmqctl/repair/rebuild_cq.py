@@ -291,11 +291,25 @@ def load_units(path, size: int):
     the zero units after them are invalid, and its zeros are not read where they are a hole)."""
     import numpy as np
 
-    from rmqctl.repair.sparse import last_nonzero
+    data = unit_bytes(path, size)
+    n = len(data) // UNIT_SIZE
+    return np.frombuffer(data[:n * UNIT_SIZE], dtype=units_dtype())
 
+
+def units_dtype():
+    """The numpy dtype of a consume-queue unit as load_units gives it (built once)."""
     global _UNIT_DTYPE
     if _UNIT_DTYPE is None:
+        import numpy as np
+
         _UNIT_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+    return _UNIT_DTYPE
+
+
+def unit_bytes(path, size: int) -> bytes:
+    """The first `size` bytes of a file up to the end of the unit holding its last non-zero byte."""
+    from rmqctl.repair.sparse import last_nonzero
+
     fd = os.open(path, os.O_RDONLY)
     try:
         got: list = []
@@ -304,13 +318,10 @@ def load_units(path, size: int):
         if got and got[0][0] == 0:
             # the chunk holding the last non-zero byte starts the file (one data extent, as the broker's own
             # files have): no second read; past that chunk there are only zeros
-            data = got[0][1][:want].ljust(want, b"\0")
-        else:
-            data = os.pread(fd, want, 0)
+            return got[0][1][:want].ljust(want, b"\0")
+        return os.pread(fd, want, 0)
     finally:
         os.close(fd)
-    n = len(data) // UNIT_SIZE
-    return np.frombuffer(data[:n * UNIT_SIZE], dtype=_UNIT_DTYPE)
 
 
 _UNIT_DTYPE = None

@@ -302,10 +302,11 @@ def _truncate_queues(rec: Recovery) -> None:
     rec.lower = rec.scan_start
     first = rec.files[0].start
     spec = rec.speculation
-    for topic, qid in BQ.queues(rec.store):
-        st = spec.truncated(topic, qid, rec.ctx.cut) if spec is not None else None
-        if st is None:
-            st = QS.truncate_state(rec.store, topic, qid, rec.ctx.cut)
+    keys = BQ.queues(rec.store)
+    known = {k: spec.truncated(k[0], k[1], rec.ctx.cut) for k in keys} if spec is not None else {}
+    read = QS.truncate_states(rec.store, [k for k in keys if known.get(k) is None], rec.ctx.cut)
+    for topic, qid in keys:
+        st = known.get((topic, qid)) or read[(topic, qid)]
         st.stage_dir = rec.ctx.staging.joinpath("cq", topic, str(qid))
         rec.states[(topic, qid)] = st
         if st.dropped_valid_below is not None and not rec.opts.from_start:

@@ -45,8 +45,7 @@ class Speculation:
 
         sp = cls(store, staging, cfg)
         lower = scan_start
-        for topic, qid in BQ.queues(store):
-            st = QS.truncate_state(store, topic, qid, None)
+        for (topic, qid), st in QS.truncate_states(store, BQ.queues(store), None).items():
             if type(st) is RC.QueueState and st.ext is None:     # plain queues (not batch ones): seen_phys is theirs
                 sp.fresh[(topic, qid)] = st.fresh_copy()
             st.stage_dir = sp.dir.joinpath("cq", topic, str(qid))

@@ -224,13 +224,14 @@ class FileQueue:
     strays: list[tuple[Path, str]] = field(default_factory=list)   # (path, why the broker would object)
 
     @classmethod
-    def scan(cls, directory: Path, digits_re=OFFSET_NAME, root=None) -> "FileQueue":
+    def scan(cls, directory: Path, digits_re=OFFSET_NAME, root=None, judged: bool = False) -> "FileQueue":
         """``root``: the store root; a symlinked file whose target lies inside it is read like a file.
-        Without it no symlink is followed. Anything else odd becomes a stray with the reason."""
+        Without it no symlink is followed. Anything else odd becomes a stray with the reason. ``judged``: the
+        caller knows the directory lies inside ``root`` (the store's listing reached it through no link)."""
         q = cls(directory if isinstance(directory, Path) else Path(directory))    # Path(a Path) parses it again
         # a file that is no link lies where its directory does: the links of the path are resolved once per
         # directory, not per file (a queue directory of a store of many queues is a dozen lstat calls deep)
-        dir_inside = root is None or inside(directory, root)
+        dir_inside = root is None or judged or inside(directory, root)
         if not dir_inside and os.path.islink(directory):
             q.strays.append((q.directory, f"symlink to {os.path.realpath(directory)}, outside the store: "
                                           "not followed"))

@@ -178,7 +178,10 @@ class Store:
     @contextmanager
     def listed_once(self):
         """While a repair plans, nothing in the store changes: its queue directories are listed once, not by
-        every step that goes over the queues (a store may hold tens of thousands)."""
+        every step that goes over the queues (a store may hold tens of thousands). Nested: the outer listing holds."""
+        if self._queues_memo is not None:
+            yield self
+            return
         self._queues_memo = {}
         try:
             yield self
@@ -190,17 +193,49 @@ class Store:
         out = []
         if not self._dir_ok(base):
             return out
+        plain = set() if self._queues_memo is not None and not os.path.islink(base) else None
         # the directory entries' types decide without a syscall (a store may hold tens of thousands of queues);
         # only a link is resolved and judged
         for te in sorted(os.scandir(base), key=lambda e: e.name):
             if not self._entry_dir_ok(te):
                 continue
+            linked = te.is_symlink()
             with os.scandir(te.path) as it:
                 for qe in it:
                     if _is_int(qe.name) and self._entry_dir_ok(qe):
                         out.append((te.name, int(qe.name)))
+                        if plain is not None and not linked and not qe.is_symlink():
+                            plain.add(out[-1])
         out.sort(key=lambda tq: (tq[0], tq[1]))
+        if plain is not None:
+            self._queues_memo[("plain", kind)] = plain
         return out
+
+    def queue_dir_plain(self, topic: str, queue_id: int, kind: str = "consumequeue") -> bool:
+        """True when the listing of this plan (listed_once) saw <kind>/<topic>/<queue id> as a directory reached
+        through no link: it lies inside the store without resolving anything. False when unknown."""
+        memo = self._queues_memo
+        if memo is None:
+            return False
+        if kind not in memo:
+            self.queues(kind)
+        return (topic, queue_id) in memo.get(("plain", kind), ())
+
+    def queue_dir_entries(self, topic: str, queue_id: int) -> list | None:
+        """The scandir entries of consumequeue/<topic>/<queue id> (None: no such directory), listed once per queue
+        while a repair plans (listed_once: its size check and its queue states both read them)."""
+        memo = self._queues_memo
+        key = ("entries", topic, queue_id)
+        if memo is not None and key in memo:
+            return memo[key]
+        try:
+            with os.scandir(os.path.join(self.root, "consumequeue", topic, str(queue_id))) as it:
+                got = list(it)
+        except (FileNotFoundError, NotADirectoryError):
+            got = None
+        if memo is not None:
+            memo[key] = got
+        return got
 
     def consume_queue(self, topic: str, queue_id: int):
         """The queue's reader: rmqctl.store.batchcq.BatchQueue for a batch consume queue (5.x BatchCQ)."""
