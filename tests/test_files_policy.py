@@ -303,7 +303,23 @@ def test_queue_listing_judges_links_as_resolving_does(tmp_path):
         first = store.queues()
         first.append(("mutated", 9))
         assert store.queues() == want
+        # reached through no link: exactly the queues whose path resolves to itself
+        plain = [k for k in want if store.queue_dir_plain(*k)]
+        assert plain == [k for k in want if os.path.realpath(cq.joinpath(k[0], str(k[1])))
+                         == os.path.join(os.path.realpath(cq), k[0], str(k[1]))] == [("TopicA", 0), ("TopicA", 1)]
+        assert not store.queue_dir_plain("TopicOut", 0) and not store.queue_dir_plain("TopicA", 7)
+        with store.listed_once():       # nested: the outer listing holds
+            assert store.queue_dir_plain("TopicA", 0)
+        assert store.queue_dir_plain("TopicA", 0)
     assert store._queues_memo is None
+    assert not store.queue_dir_plain("TopicA", 0)       # unknown outside a listing
+    linked = tmp_path / "linked-cq"
+    os.rename(cq, linked)
+    os.symlink(linked, cq)      # consumequeue itself a link inside... out of the store now: nothing is plain
+    with store.listed_once():
+        assert not any(store.queue_dir_plain(*k) for k in want)
+    os.unlink(cq)
+    os.rename(linked, cq)
     (cq / "TopicB" / "6").mkdir()
     assert ("TopicB", 6) in store.queues()
 

@@ -333,7 +333,7 @@ def truncate_state(store, topic: str, queue_id: int, cut: int | None) -> QueueSt
     import numpy as np
 
     d = store.root.joinpath("consumequeue", topic, str(queue_id))
-    fq = FileQueue.scan(d, root=store.root)
+    fq = FileQueue.scan(d, root=store.root, judged=store.queue_dir_plain(topic, queue_id))
     fs = store.config.cq_file_size
     st = QueueState(topic, queue_id, d, fs, fq.files)
     files = fq.files
@@ -424,7 +424,7 @@ def _ext_after_recovery(store, topic, queue_id, files, keep_end: int, fs: int) -
 def empty_state(store, topic: str, queue_id: int) -> QueueState:
     """A queue rebuilt from nothing (rebuild cq): every existing file is replaced or removed."""
     d = store.root.joinpath("consumequeue", topic, str(queue_id))
-    fq = FileQueue.scan(d, root=store.root)
+    fq = FileQueue.scan(d, root=store.root, judged=store.queue_dir_plain(topic, queue_id))
     st = QueueState(topic, queue_id, d, store.config.cq_file_size, fq.files)
     st.dropped_units = 0
     st.start_from_existing()

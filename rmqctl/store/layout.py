@@ -193,7 +193,8 @@ class Store:
         out = []
         if not self._dir_ok(base):
             return out
-        plain = set() if self._queues_memo is not None and not os.path.islink(base) else None
+        plain = set() if self._queues_memo is not None else None
+        linked_base = plain is not None and os.path.islink(base)
         # the directory entries' types decide without a syscall (a store may hold tens of thousands of queues);
         # only a link is resolved and judged
         for te in sorted(os.scandir(base), key=lambda e: e.name):
@@ -204,7 +205,7 @@ class Store:
                 for qe in it:
                     if _is_int(qe.name) and self._entry_dir_ok(qe):
                         out.append((te.name, int(qe.name)))
-                        if plain is not None and not linked and not qe.is_symlink():
+                        if plain is not None and not linked_base and not linked and not qe.is_symlink():
                             plain.add(out[-1])
         out.sort(key=lambda tq: (tq[0], tq[1]))
         if plain is not None:
@@ -217,9 +218,12 @@ class Store:
         memo = self._queues_memo
         if memo is None:
             return False
-        if kind not in memo:
-            self.queues(kind)
-        return (topic, queue_id) in memo.get(("plain", kind), ())
+        plain = memo.get(("plain", kind))
+        if plain is None:
+            if kind not in memo:
+                self.queues(kind)       # lists the directories (not the RocksDB queues: they have none)
+            plain = memo.setdefault(("plain", kind), set())
+        return (topic, queue_id) in plain
 
     def queue_dir_entries(self, topic: str, queue_id: int) -> list | None:
         """The scandir entries of consumequeue/<topic>/<queue id> (None: no such directory), listed once per queue
