@@ -198,11 +198,14 @@ def test_sparse_queue_files_read_as_load_units_reads_them(tmp_path, monkeypatch,
             os.close(fd)
         assert hole % 20 and hole < BIG
     real, slow = RC.unit_bytes, []
-    for cut in (None, 60_000, 2_000):
-        want = {k: _fields(RC.truncate_state(store, k[0], k[1], cut)) for k in keys}
-        slow.clear()
-        monkeypatch.setattr(RC, "unit_bytes", lambda *a: slow.append(a) or real(*a))
-        got = TM.truncate_many(store, keys, cut)
-        monkeypatch.setattr(RC, "unit_bytes", real)
-        assert {k: _fields(v) for k, v in got.items()} == want
-        assert bool(slow) is (shape in ("data after a hole", "a hole first"))
+    for small in (TM.SMALL_FILE, 4096):     # a file longer than SMALL_FILE: that queue alone
+        monkeypatch.setattr(TM, "SMALL_FILE", small)
+        for cut in (None, 60_000, 2_000):
+            want = {k: _fields(RC.truncate_state(store, k[0], k[1], cut)) for k in keys}
+            slow.clear()
+            monkeypatch.setattr(RC, "unit_bytes", lambda *a: slow.append(a) or real(*a))
+            got = TM.truncate_many(store, keys, cut)
+            monkeypatch.setattr(RC, "unit_bytes", real)
+            assert {k: _fields(v) for k, v in got.items()} == want
+            alone = ("data after a hole", "a hole first") + (("written through",) if small == 4096 else ())
+            assert bool(slow) is (shape in alone)

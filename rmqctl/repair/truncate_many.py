@@ -4,9 +4,11 @@ queue (a store of a thousand topics holds 8,192 queues of a few dozen units each
 than reading the files).
 
 Only the usual layout takes this way: a queue directory inside the store, holding nothing but regular files named
-by their start offset, each a multiple of mappedFileSizeConsumeQueue, contiguous, each exactly that size. Any
-other queue (a link, a stray, a short or missing file), and every queue of a store with consume-queue ext files,
-goes through truncate_state itself. tests/test_truncate_many.py holds both ways equal on random queues.
+by their start offset, each a multiple of mappedFileSizeConsumeQueue, contiguous, each exactly that size, whose
+last files hold their units in one data extent of at most SMALL_FILE bytes followed by nothing but a hole. Any
+other queue (a link, a stray, a short or missing file, a long queue, data after a hole), and every queue of a store
+with consume-queue ext files, goes through truncate_state itself. tests/test_truncate_many.py holds both ways equal
+on random queues.
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from rmqctl.repair import rebuild_cq as RC
 from rmqctl.store.files import MappedFile, inside
 
 GROUP_BYTES = 8 << 20      # units decided together: memory stays flat whatever the queues hold
+# a file holding more units than this (3,276) goes through truncate_state: the arrays of the group cost more passes
+# per unit than truncate_state's own, which win back their per-queue cost past about this size
+SMALL_FILE = 64 << 10
 
 
 def truncate_many(store, keys, cut: int | None) -> dict:
@@ -38,8 +43,9 @@ def truncate_many(store, keys, cut: int | None) -> dict:
             out[key] = RC.truncate_state(store, topic, qid, cut)
             continue
         st = out[key] = RC.QueueState(topic, qid, d, fs, files)
-        if files:
-            group.add(st)
+        if files and not group.add(st):
+            out[key] = RC.truncate_state(store, topic, qid, cut)
+        elif files:
             if group.nbytes >= GROUP_BYTES:
                 group.decide()
                 group = _Group(fs, cut)
@@ -68,25 +74,23 @@ def _plain_files(store, topic: str, qid: int, d, fs: int) -> list | None:
     return files
 
 
-def _head(path, fs: int) -> bytes:
-    """The bytes of a queue file up to the end of its first data extent when no data follows it (the usual
-    file: its units, then one hole to the end; zeros after the units are trimmed by _Group), else up to its
-    last non-zero unit (rebuild_cq.unit_bytes)."""
+def _head(path, fs: int) -> bytes | None:
+    """The bytes of a queue file up to the end of its first data extent, when no data follows it and it ends
+    within SMALL_FILE bytes (the usual file of a store of many queues: a few units, then one hole to the end;
+    zeros after the units are trimmed by _Group); else None."""
     fd = os.open(path, os.O_RDONLY)
     try:
         try:
             h = min(os.lseek(fd, 0, os.SEEK_HOLE), fs)
             if h < fs:
                 os.lseek(fd, h, os.SEEK_DATA)
-                h = -1              # data after the first hole
+                return None         # data after the first hole
         except OSError as e:        # ENXIO: nothing but the hole after h; else no SEEK_HOLE here
             if e.errno != errno.ENXIO:
-                h = -1
-        if h >= 0:
-            return os.pread(fd, h, 0)
+                return None
+        return os.pread(fd, h, 0) if h <= SMALL_FILE else None
     finally:
         os.close(fd)
-    return RC.unit_bytes(path, fs)
 
 
 class _Group:
@@ -100,16 +104,23 @@ class _Group:
         self.first: list = []       # per queue: its first file read (index into chunks)
         self.nbytes = 0
 
-    def add(self, st) -> None:
-        self.states.append(st)
-        self.first.append(len(self.chunks))
+    def add(self, st) -> bool:
+        """Read the queue's last files into the group; False (nothing added) when one is not a small usual file."""
+        heads = []
         for f in st.files[max(0, len(st.files) - 3):]:     # the broker's recovery reads the last three
             data = _head(f.path, self.fs)
+            if data is None:
+                return False
             if len(data) % RC.UNIT_SIZE:        # a data extent ends at a page: the unit it cuts ends in the hole
                 data = data.ljust(len(data) + RC.UNIT_SIZE - len(data) % RC.UNIT_SIZE, b"\0")
+            heads.append((f.start, data))
+        self.states.append(st)
+        self.first.append(len(self.chunks))
+        for start, data in heads:
             self.chunks.append(data)
-            self.starts.append(f.start)
+            self.starts.append(start)
             self.nbytes += len(data)
+        return True
 
     def decide(self) -> None:
         """truncate_state's fields of every queue of the group, as its loops over the files give them. A file's
