@@ -306,7 +306,7 @@ def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_
         else:
             from rmqctl.check import commitlog_batch as clb
 
-            clb.PLAIN_QUEUES[base.root] = {k for k in store.queues() if store.queue_dir_plain(*k)}
+            clb.PLAIN_QUEUES[base.root] = store.plain_queue_dirs()
             try:
                 if jobs > 1:
                     from rmqctl.store.commitlog import CommitLog

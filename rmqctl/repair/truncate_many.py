@@ -39,13 +39,13 @@ def truncate_many(store, keys, cut: int | None) -> dict:
         topic, qid = key
         d = base.joinpath(topic, str(qid))
         files = _plain_files(store, topic, qid, d, fs)
-        if files is None:
+        heads = _heads(files, fs) if files is not None else None
+        if heads is None:
             out[key] = RC.truncate_state(store, topic, qid, cut)
             continue
         st = out[key] = RC.QueueState(topic, qid, d, fs, files)
-        if files and not group.add(st):
-            out[key] = RC.truncate_state(store, topic, qid, cut)
-        elif files:
+        if files:
+            group.add(st, heads)
             if group.nbytes >= GROUP_BYTES:
                 group.decide()
                 group = _Group(fs, cut)
@@ -93,6 +93,20 @@ def _head(path, fs: int) -> bytes | None:
         os.close(fd)
 
 
+def _heads(files: list, fs: int) -> list | None:
+    """(start, units) of the last three files (the broker's recovery reads those), each padded to whole units;
+    None when one is not a small usual file (_head)."""
+    heads = []
+    for f in files[max(0, len(files) - 3):]:
+        data = _head(f.path, fs)
+        if data is None:
+            return None
+        if len(data) % RC.UNIT_SIZE:        # a data extent ends at a page: the unit it cuts ends in the hole
+            data = data.ljust(len(data) + RC.UNIT_SIZE - len(data) % RC.UNIT_SIZE, b"\0")
+        heads.append((f.start, data))
+    return heads
+
+
 class _Group:
     """Queues whose last files are read, then decided together."""
 
@@ -104,23 +118,14 @@ class _Group:
         self.first: list = []       # per queue: its first file read (index into chunks)
         self.nbytes = 0
 
-    def add(self, st) -> bool:
-        """Read the queue's last files into the group; False (nothing added) when one is not a small usual file."""
-        heads = []
-        for f in st.files[max(0, len(st.files) - 3):]:     # the broker's recovery reads the last three
-            data = _head(f.path, self.fs)
-            if data is None:
-                return False
-            if len(data) % RC.UNIT_SIZE:        # a data extent ends at a page: the unit it cuts ends in the hole
-                data = data.ljust(len(data) + RC.UNIT_SIZE - len(data) % RC.UNIT_SIZE, b"\0")
-            heads.append((f.start, data))
+    def add(self, st, heads: list) -> None:
+        """The queue and its last files' units (_heads)."""
         self.states.append(st)
         self.first.append(len(self.chunks))
         for start, data in heads:
             self.chunks.append(data)
             self.starts.append(start)
             self.nbytes += len(data)
-        return True
 
     def decide(self) -> None:
         """truncate_state's fields of every queue of the group, as its loops over the files give them. A file's

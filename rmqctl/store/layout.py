@@ -215,15 +215,19 @@ class Store:
     def queue_dir_plain(self, topic: str, queue_id: int, kind: str = "consumequeue") -> bool:
         """True when the listing of this plan (listed_once) saw <kind>/<topic>/<queue id> as a directory reached
         through no link: it lies inside the store without resolving anything. False when unknown."""
+        return (topic, queue_id) in self.plain_queue_dirs(kind)
+
+    def plain_queue_dirs(self, kind: str = "consumequeue") -> set:
+        """Every (topic, queue id) queue_dir_plain holds for; empty outside listed_once."""
         memo = self._queues_memo
         if memo is None:
-            return False
+            return set()
         plain = memo.get(("plain", kind))
         if plain is None:
             if kind not in memo:
                 self.queues(kind)       # lists the directories (not the RocksDB queues: they have none)
             plain = memo.setdefault(("plain", kind), set())
-        return (topic, queue_id) in plain
+        return plain
 
     def queue_dir_entries(self, topic: str, queue_id: int) -> list | None:
         """The scandir entries of consumequeue/<topic>/<queue id> (None: no such directory), listed once per queue
