@@ -3,84 +3,15 @@ queue, on random queues of every shape truncate_state distinguishes, and takes i
 from __future__ import annotations
 
 import random
-import struct
 
 import pytest
 
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair import truncate_many as TM
 from rmqctl.store.config import StoreConfig
+from rmqctl.store import queue_heads as QH
 from rmqctl.store.layout import Store
-
-FS = 160            # 8 units per file
-UNIT = struct.Struct(">qiq")
-PRE = UNIT.pack(0, 0x7FFFFFFF, 0)
-
-
-def _units(rng, n, phys):
-    """n units: mostly valid and rising, with the odd pre-blank, zero, negative or tags-only unit."""
-    out = []
-    for _ in range(n):
-        r = rng.random()
-        if r < 0.06:
-            out.append(PRE)
-        elif r < 0.12:
-            out.append(bytes(20))
-        elif r < 0.15:
-            out.append(UNIT.pack(-rng.randrange(1, 100), rng.randrange(1, 50), 7))
-        elif r < 0.18:
-            out.append(UNIT.pack(0, 0, rng.randrange(1, 9)))
-        elif r < 0.20:
-            out.append(UNIT.pack(phys[0], 0, 3))
-        else:
-            size = rng.randrange(1, 60)
-            out.append(UNIT.pack(phys[0], size, rng.randrange(-5, 1 << 40)))
-            phys[0] += size + rng.randrange(0, 30)
-    return b"".join(out)
-
-
-def _queue(rng, d, kind):
-    """One queue directory of a random shape; `kind` 'plain' keeps to the layout truncate_many takes itself."""
-    d.mkdir(parents=True)
-    phys = [rng.randrange(0, 500)]
-    nfiles = rng.choice([0, 1, 1, 2, 3, 4, 5])
-    start = FS * rng.randrange(0, 4)
-    for i in range(nfiles):
-        full = i < nfiles - 1 or rng.random() < 0.3
-        n = 8 if full else rng.randrange(0, 8)
-        data = _units(rng, n, phys) if rng.random() < 0.85 else PRE * n
-        if rng.random() < 0.1:
-            data = data + bytes(rng.randrange(0, 40)) + b"\x01"          # a lone non-zero byte after the units
-            data = data[:FS]
-        p = d / f"{start:020d}"
-        p.write_bytes(data)
-        with open(p, "r+b") as f:
-            f.truncate(FS)
-        start += FS
-    if kind == "odd" and nfiles:
-        c = rng.choice(["gap", "short", "stray", "dir", "name"])
-        if c == "gap":
-            (d / f"{start + FS:020d}").write_bytes(UNIT.pack(9, 9, 9).ljust(FS, b"\0"))
-        elif c == "short":
-            (d / f"{start:020d}").write_bytes(UNIT.pack(9, 9, 9))
-        elif c == "stray":
-            (d / "notes.txt").write_bytes(b"x")
-        elif c == "dir":
-            (d / f"{start:020d}").mkdir()
-        else:
-            (d / f"{start + 7:020d}").write_bytes(bytes(FS))
-
-
-def _store(tmp_path, seed, n=40, odd=0.25):
-    rng = random.Random(seed)
-    root = tmp_path / f"s{seed}"
-    (root / "commitlog").mkdir(parents=True)
-    keys = []
-    for i in range(n):
-        topic, qid = f"T{i % 7}", i // 7
-        _queue(rng, root / "consumequeue" / topic / str(qid), "odd" if rng.random() < odd else "plain")
-        keys.append((topic, qid))
-    return Store(root, StoreConfig().with_values({"mappedFileSizeConsumeQueue": FS})), sorted(keys)
+from queue_shapes import FS, UNIT, random_store, units
 
 
 def _fields(st):
@@ -90,7 +21,7 @@ def _fields(st):
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("cut", [None, 3000, 900, 200, 0])
 def test_many_queues_decided_together_are_decided_as_one_by_one(tmp_path, monkeypatch, seed, cut):
-    store, keys = _store(tmp_path, seed)
+    store, keys = random_store(tmp_path, seed)
     want = {k: _fields(RC.truncate_state(store, k[0], k[1], cut)) for k in keys}
     alone = []
     real = RC.truncate_state
@@ -102,7 +33,7 @@ def test_many_queues_decided_together_are_decided_as_one_by_one(tmp_path, monkey
     # the usual queues were decided together, not one by one (an empty directory counts as usual)
     assert len(alone) < len(keys) // 2
     for k in alone:
-        assert TM._plain_files(store, k[0], k[1], store.consumequeue_dir.joinpath(k[0], str(k[1])), FS) is None
+        assert QH.plain_files(store, k[0], k[1], store.consumequeue_dir.joinpath(k[0], str(k[1])), FS) is None
 
 
 def test_the_states_feed_the_same_repair(tmp_path):
@@ -110,7 +41,7 @@ def test_the_states_feed_the_same_repair(tmp_path):
     one (the replacement files compared byte for byte)."""
     from rmqctl.repair import queue_state as QS
 
-    store, keys = _store(tmp_path, 99, n=60, odd=0.0)
+    store, keys = random_store(tmp_path, 99, n=60, odd=0.0)
     together = QS.truncate_states(store, keys, None)
     for k in keys:
         one = RC.truncate_state(store, k[0], k[1], None)
@@ -126,7 +57,7 @@ def test_the_states_feed_the_same_repair(tmp_path):
 def test_links_and_ext_stores_go_one_by_one(tmp_path, monkeypatch):
     """A queue directory that is a link, a linked file, and every queue of a store with ext files: truncate_state
     itself decides them."""
-    store, keys = _store(tmp_path, 5, n=14, odd=0.0)
+    store, keys = random_store(tmp_path, 5, n=14, odd=0.0)
     d = store.consumequeue_dir / "T0" / "0"
     f = next(d.iterdir(), None)
     if f is None:
@@ -174,18 +105,18 @@ def test_sparse_queue_files_read_as_load_units_reads_them(tmp_path, monkeypatch,
             try:
                 phys = [1000 * q + 50_000 * k]
                 if shape == "units then a hole":
-                    os.pwrite(fd, _units(rng, rng.randrange(1, 150), phys), 0)
+                    os.pwrite(fd, units(rng, rng.randrange(1, 150), phys), 0)
                 elif shape == "a unit across the first hole's page":
-                    os.pwrite(fd, _units(rng, 205, phys)[:4096], 0)         # unit 204 ends in the next page
+                    os.pwrite(fd, units(rng, 205, phys)[:4096], 0)         # unit 204 ends in the next page
                 elif shape == "data after a hole":
-                    os.pwrite(fd, _units(rng, 10, phys), 0)
-                    os.pwrite(fd, _units(rng, 1, phys), 12 * 1024)
+                    os.pwrite(fd, units(rng, 10, phys), 0)
+                    os.pwrite(fd, units(rng, 1, phys), 12 * 1024)
                 elif shape == "a hole first":
-                    os.pwrite(fd, _units(rng, 3, phys), 8 * 1024)
+                    os.pwrite(fd, units(rng, 3, phys), 8 * 1024)
                 elif shape == "negative units":      # no offset above -1 among them: the zeros after must not count
                     os.pwrite(fd, UNIT.pack(-5, 3, 1) * rng.randrange(1, 9), 0)
                 elif shape == "written through":
-                    os.pwrite(fd, _units(rng, BIG // 20 - 2, phys).ljust(BIG, b"\0"), 0)
+                    os.pwrite(fd, units(rng, BIG // 20 - 2, phys).ljust(BIG, b"\0"), 0)
             finally:
                 os.close(fd)
     store = Store(root, StoreConfig().with_values({"mappedFileSizeConsumeQueue": BIG}))
@@ -198,8 +129,8 @@ def test_sparse_queue_files_read_as_load_units_reads_them(tmp_path, monkeypatch,
             os.close(fd)
         assert hole % 20 and hole < BIG
     real, slow = RC.unit_bytes, []
-    for small in (TM.SMALL_FILE, 4096):     # a file longer than SMALL_FILE: that queue alone
-        monkeypatch.setattr(TM, "SMALL_FILE", small)
+    for small in (QH.SMALL_FILE, 4096):     # a file longer than SMALL_FILE: that queue alone
+        monkeypatch.setattr(QH, "SMALL_FILE", small)
         for cut in (None, 60_000, 2_000):
             want = {k: _fields(RC.truncate_state(store, k[0], k[1], cut)) for k in keys}
             slow.clear()

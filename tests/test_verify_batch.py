@@ -547,7 +547,7 @@ def reference_check_queue(root: Path, topic: str, qid: int, cq_file_size: int, t
                                 f"has this queue offset"))
     if track is not None and commitlog_scanned:
         # what the commitlog pass found is rendered by the same code (not what this reference judges)
-        cqc._track_findings(root, d, cq_file_size, track, res, topic, qid, findings)
+        cqc.track_findings(root, d, cq_file_size, track, res, topic, qid, findings)
     return res
 
 
@@ -572,6 +572,21 @@ def _cq_equal(root: Path, cq_file_size: int, file_size: int):
             b = reference_check_queue(root, topic, qid, cq_file_size, tracks.get((topic, qid)), cl_min, cl_end,
                                       f2, commitlog_scanned=scanned, cl_gaps=gaps)
             assert (asdict(a), [asdict(x) for x in f1]) == (asdict(b), [asdict(x) for x in f2]), (topic, qid)
+    # and all queues at once (rmqctl.check.queues_many, as verify checks them): check_queue's results and findings
+    from rmqctl.check.queues_many import check_queues
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    store = Store(root, StoreConfig().with_values({"mappedFileSizeConsumeQueue": cq_file_size,
+                                                   "mappedFileSizeCommitLog": file_size}))
+    for scanned, gaps, cl_min in ((True, (), 0), (False, None, 0), (True, (), cl_end // 3)):
+        f1, f2, one = [], [], {}
+        for topic, qid in qdirs:
+            one[(topic, qid)] = asdict(cqc.check_queue(root, topic, qid, cq_file_size, tracks.get((topic, qid)),
+                                                       cl_min, cl_end, f1, commitlog_scanned=scanned, cl_gaps=gaps))
+        with store.listed_once():
+            many = check_queues(store, root, qdirs, cq_file_size, tracks, cl_min, cl_end, f2, scanned, gaps)
+        assert ({k: asdict(v) for k, v in many.items()}, [asdict(x) for x in f2]) == (one, [asdict(x) for x in f1])
 
 
 @pytest.mark.parametrize("fx", FIXTURES, ids=[p.name for p in FIXTURES])

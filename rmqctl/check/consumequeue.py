@@ -117,7 +117,7 @@ def check_queue(root: Path, topic: str, qid: int, cq_file_size: int, track, cl_m
             walk.chunk(str(f.path), fi == 0, i0, base + i0, phys, size, tags)
     walk.report(topic, qid)
     if track is not None and commitlog_scanned:
-        _track_findings(root, d, cq_file_size, track, walk.res, topic, qid, findings)
+        track_findings(root, d, cq_file_size, track, walk.res, topic, qid, findings)
     return walk.res
 
 
@@ -251,7 +251,7 @@ class _UnitWalk:
                                     f"queue has this queue offset"))
 
 
-def _track_findings(root: Path, d: Path, cq_file_size: int, track, res: QueueResult, topic: str, qid: int,
+def track_findings(root: Path, d: Path, cq_file_size: int, track, res: QueueResult, topic: str, qid: int,
                     findings: list) -> None:
     """What the commitlog pass found for this queue: records with no unit, units that disagree, jumps."""
     if track.first_missing:

@@ -356,13 +356,13 @@ def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_
         if "config" in areas:
             rkc.check_metadata(store, findings, queue_ranges)
     elif "cq" in areas:
+        from rmqctl.check.queues_many import check_queues
+
         queues = store.queues()
-        for topic, qid in queues:
-            qr = cqc.check_queue(root, topic, qid, cfg.cq_file_size, tracks.get((topic, qid)), cl_min, cl_end,
-                                 findings, commitlog_scanned=scanned, cl_gaps=cl_gaps,
-                                 judged=store.queue_dir_plain(topic, qid))
+        for key, qr in check_queues(store, root, queues, cfg.cq_file_size, tracks, cl_min, cl_end, findings, scanned,
+                                    cl_gaps).items():
             cq_max_phys = max(cq_max_phys, qr.max_phys_end)
-            queue_ranges[(topic, qid)] = (qr.min_valid, qr.valid_end)
+            queue_ranges[key] = (qr.min_valid, qr.valid_end)
         if scanned:
             have = set(queues) | {(t, q) for t, q in store.queues("batchconsumequeue")}
             for (topic, qid), t in sorted(tracks.items()):

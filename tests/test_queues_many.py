@@ -1,0 +1,121 @@
+"""verify's queue checks over many queues at once (rmqctl.check.queues_many) give check_queue's results and
+findings, in queue order, on random queues of every shape check_queue distinguishes; the usual queues are screened
+together, and the screen sends a queue to check_queue exactly when check_queue has a finding of the queue's own."""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict
+
+import pytest
+
+from rmqctl.check import consumequeue as cqc
+from rmqctl.check import queues_many as QM
+from rmqctl.check.commitlog_results import QueueTrack
+from rmqctl.store import queue_heads as QH
+from queue_shapes import FS, random_store
+
+OWN = {"cq.hole", "cq.pre_blank", "cq.ahead", "cq.orphan_unit", "cq.points_into_gap"}
+
+
+def _tracks(rng, keys):
+    """Made-up commitlog tracks: some queues none, others a compared range with the odd missing unit."""
+    out = {}
+    for k in keys:
+        if rng.random() < 0.3:
+            continue
+        lo = rng.randrange(0, 40)
+        t = QueueTrack(first_q=lo, last_q=lo + rng.randrange(0, 30), next_q=-1, count=3, first_phys=100)
+        if rng.random() < 0.2:
+            t.missing, t.first_missing = 1, (200, lo + 1)
+        out[k] = t
+    return out
+
+
+def _one_by_one(store, keys, tracks, cl_min, cl_end, scanned, gaps):
+    findings, res = [], {}
+    for topic, qid in keys:
+        res[(topic, qid)] = asdict(cqc.check_queue(store.root, topic, qid, FS, tracks.get((topic, qid)), cl_min,
+                                                   cl_end, findings, commitlog_scanned=scanned, cl_gaps=gaps))
+    return res, [asdict(f) for f in findings]
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("listed", [True, False])
+def test_many_queues_checked_together_as_one_by_one(tmp_path, monkeypatch, seed, listed):
+    store, keys = random_store(tmp_path, seed)
+    rng = random.Random(seed)
+    tracks = _tracks(rng, keys)
+    alone = []
+    real = cqc.check_queue
+    for cl_min, cl_end, scanned, gaps in ((0, 10**9, True, ()), (0, 1500, True, ()), (700, 2500, True, ()),
+                                         (0, 0, False, None), (0, 1500, True, ((300, 600),))):
+        want = _one_by_one(store, keys, tracks, cl_min, cl_end, scanned, gaps)
+        monkeypatch.setattr(QM, "GROUP_BYTES", rng.choice([1, 300, 1 << 20]))       # group edges too
+        monkeypatch.setattr(QH, "SMALL_FILE", rng.choice([QH.SMALL_FILE, 64]))      # larger files go alone
+        alone.clear()
+        monkeypatch.setattr(cqc, "check_queue", lambda *a, **k: alone.append(a[1:3]) or real(*a, **k))
+        findings = []
+        if listed:
+            with store.listed_once():
+                got = QM.check_queues(store, store.root, keys, FS, tracks, cl_min, cl_end, findings, scanned, gaps)
+        else:
+            got = QM.check_queues(store, store.root, keys, FS, tracks, cl_min, cl_end, findings, scanned, gaps)
+        monkeypatch.setattr(cqc, "check_queue", real)
+        assert list(got) == keys
+        assert ({k: asdict(v) for k, v in got.items()}, [asdict(f) for f in findings]) == want
+        if gaps:        # a unit into a missing commitlog file is reported per queue: no screen
+            assert alone == keys
+            continue
+        # a usual queue of small files goes to check_queue exactly when check_queue finds something of its own
+        for topic, qid in keys:
+            d = store.consumequeue_dir / topic / str(qid)
+            files = QH.plain_files(store, topic, qid, d, FS)
+            usual = files is not None and QH.heads(files, FS) is not None
+            own = []
+            real(store.root, topic, qid, FS, tracks.get((topic, qid)), cl_min, cl_end, own, commitlog_scanned=scanned,
+                 cl_gaps=gaps)
+            mine = any(f.check in OWN for f in own)
+            assert ((topic, qid) in alone) is (not usual or mine), (topic, qid, [f.check for f in own])
+        assert len(alone) < len(keys)
+
+
+def test_sparse_files_and_files_past_the_first_hole(tmp_path):
+    """Files of several pages: units then a hole, a unit cut by the hole's page, data after the hole, a second file
+    after a first one ending in its hole. Checked as check_queue reads them (the zeros of a hole end a queue)."""
+    import os
+
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    store, keys = random_store(tmp_path, 3, n=20, odd=0.0)
+    big = 40 * 1024     # ten pages: a data extent of whole pages may end on a unit (at 20 KiB)
+    unit = (100).to_bytes(8, "big") + (5).to_bytes(4, "big") + (1).to_bytes(8, "big")
+    shapes = [[[(0, 3)]], [[(0, 205)]], [[(0, 3), (615, 1)]], [[(0, 3)], [(0, 4)]], [[(0, 2048)], [(0, 2)]],
+              [[(0, 205), (615, 1)]], [[(0, 1024)], [(0, 2)]]]
+    for (topic, qid), files in zip(keys, shapes):
+        d = store.consumequeue_dir / topic / str(qid)
+        for p in d.iterdir():
+            p.unlink()
+        for k, writes in enumerate(files):
+            p = d / f"{k * big:020d}"
+            with open(p, "wb") as f:
+                f.truncate(big)
+            fd = os.open(p, os.O_WRONLY)
+            try:
+                for at, count in writes:
+                    os.pwrite(fd, unit * count, at * 20)
+            finally:
+                os.close(fd)
+    keys = keys[:len(shapes)]
+    store = Store(store.root, StoreConfig().with_values({"mappedFileSizeConsumeQueue": big}))
+    want_f, want = [], {}
+    for t, q in keys:
+        want[(t, q)] = asdict(cqc.check_queue(store.root, t, q, big, None, 0, 0, want_f, commitlog_scanned=False,
+                                                  cl_gaps=None))
+    # the faults are there: four holes (one after the whole pages of valid units of a first file, then its hole),
+    # and only the queue of a first full file goes on into its second
+    assert [f.check for f in want_f] == ["cq.hole"] * 4 and want[keys[4]]["valid_end"] == 2050
+    got_f = []
+    got = QM.check_queues(store, store.root, keys, big, {}, 0, 0, got_f, False, None)
+    assert {k: asdict(v) for k, v in got.items()} == want
+    assert [asdict(f) for f in got_f] == [asdict(f) for f in want_f]
