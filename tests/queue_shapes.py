@@ -41,7 +41,7 @@ def queue_dir(rng, d, kind):
     """One queue directory of a random shape; `kind` 'plain' keeps to the layout truncate_many takes itself."""
     d.mkdir(parents=True)
     phys = [rng.randrange(0, 500)]
-    nfiles = rng.choice([0, 1, 1, 2, 3, 4, 5])
+    nfiles = rng.choice([0, 1, 1, 2, 3, 4, 5, 6])
     start = FS * rng.randrange(0, 4)
     for i in range(nfiles):
         full = i < nfiles - 1 or rng.random() < 0.3
@@ -56,7 +56,7 @@ def queue_dir(rng, d, kind):
             f.truncate(FS)
         start += FS
     if kind == "odd" and nfiles:
-        c = rng.choice(["gap", "short", "stray", "dir", "name"])
+        c = rng.choice(["gap", "short", "stray", "dir", "name", "early"])
         if c == "gap":
             (d / f"{start + FS:020d}").write_bytes(UNIT.pack(9, 9, 9).ljust(FS, b"\0"))
         elif c == "short":
@@ -65,6 +65,10 @@ def queue_dir(rng, d, kind):
             (d / "notes.txt").write_bytes(b"x")
         elif c == "dir":
             (d / f"{start:020d}").mkdir()
+        elif c == "early":      # the queue's first file short (of a long queue: a file a repair does not read)
+            first = min(d.iterdir())
+            with open(first, "r+b") as f:
+                f.truncate(FS - 20)
         else:
             (d / f"{start + 7:020d}").write_bytes(bytes(FS))
 

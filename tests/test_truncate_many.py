@@ -33,7 +33,7 @@ def test_many_queues_decided_together_are_decided_as_one_by_one(tmp_path, monkey
     # the usual queues were decided together, not one by one (an empty directory counts as usual)
     assert len(alone) < len(keys) // 2
     for k in alone:
-        assert QH.plain_files(store, k[0], k[1], store.consumequeue_dir.joinpath(k[0], str(k[1])), FS) is None
+        assert QH.read_usual(store, k[0], k[1], FS, last=3) is None
 
 
 def test_the_states_feed_the_same_repair(tmp_path):

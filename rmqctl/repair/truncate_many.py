@@ -10,9 +10,12 @@ on random queues.
 """
 from __future__ import annotations
 
+import os
+
 from rmqctl.formats import consumequeue as cqf
 from rmqctl.repair import rebuild_cq as RC
-from rmqctl.store.queue_heads import heads, plain_files, segments, within
+from rmqctl.store.files import MappedFile
+from rmqctl.store.queue_heads import read_usual, segments, within
 
 GROUP_BYTES = 8 << 20      # units decided together: memory stays flat whatever the queues hold
 
@@ -29,14 +32,14 @@ def truncate_many(store, keys, cut: int | None) -> dict:
     for key in keys:
         topic, qid = key
         d = base.joinpath(topic, str(qid))
-        files = plain_files(store, topic, qid, d, fs)
-        got = heads(files, fs, last=3) if files is not None else None
+        got = read_usual(store, topic, qid, fs, last=3)
         if got is None:
             out[key] = RC.truncate_state(store, topic, qid, cut)
             continue
-        st = out[key] = RC.QueueState(topic, qid, d, fs, files)
+        files, data = got
+        st = out[key] = RC.QueueState(topic, qid, d, fs, [MappedFile(d / os.path.basename(p), s, fs) for s, p in files])
         if files:
-            group.add(st, got)
+            group.add(st, data)
             if group.nbytes >= GROUP_BYTES:
                 group.decide()
                 group = _Group(fs, cut)
@@ -56,7 +59,7 @@ class _Group:
         self.nbytes = 0
 
     def add(self, st, files: list) -> None:
-        """The queue and its last files' (start, units) (queue_heads.heads)."""
+        """The queue and its last files' (start, units) (queue_heads.read_usual)."""
         self.states.append(st)
         self.first.append(len(self.chunks))
         for start, data in files:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 from rmqctl.formats import OFFSET_NAME
 from rmqctl.formats.consumequeue import UNIT_SIZE
-from rmqctl.store.files import MappedFile, inside
+from rmqctl.store.files import inside
 
 # a file holding more units than this (3,276) goes through the one-queue code: the arrays of a group cost more passes
 # per unit than that code's own, which win back their per-queue cost past about this size
@@ -22,43 +23,71 @@ SMALL_FILE = 64 << 10
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def plain_files(store, topic: str, qid: int, d, fs: int) -> list | None:
-    """The queue's files as FileQueue.scan gives them (MappedFile, by start), when the queue has the usual layout
-    (module doc); else None. An empty directory is usual; a missing or unreadable one is not."""
+def read_usual(store, topic: str, qid: int, fs: int, last: int | None = None) -> tuple[list, list] | None:
+    """((start, path) of each of the queue's files, by start; (start, data) of each file read, padded to whole
+    units) when the queue has the usual layout and every file read is small (module doc), else None. Only the
+    `last` files are read when given (the others' sizes are checked without reading them)."""
+    files = plain_files(store, topic, qid, fs)
+    if files is None:
+        return None
+    k = max(0, len(files) - last) if last is not None else 0
+    for _, path in files[:k]:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size != fs:
+            return None
+    out = []
+    for start, path in files[k:]:
+        data = head(path, fs)
+        if data is None:
+            return None
+        if len(data) % UNIT_SIZE:        # a data extent ends at a page: the unit it cuts ends in the hole
+            data = data.ljust(len(data) + UNIT_SIZE - len(data) % UNIT_SIZE, b"\0")
+        out.append((start, data))
+    return files, out
+
+
+def plain_files(store, topic: str, qid: int, fs: int) -> list | None:
+    """(start, path) of the queue's files by start when their directory, names, types and starts are those of
+    the usual layout (their sizes are read_usual's to check); else None. An empty directory is usual; a missing
+    or unreadable one is not."""
     try:
         entries = store.queue_dir_entries(topic, qid)
     except OSError:
         return None
-    if entries is None or not (store.queue_dir_plain(topic, qid) or inside(d, store.root)):
+    if entries is None or not (store.queue_dir_plain(topic, qid)
+                               or inside(os.path.join(store.root, "consumequeue", topic, str(qid)), store.root)):
         return None
     files = []
     for e in entries:
         if e.is_symlink() or not e.is_file(follow_symlinks=False) or not OFFSET_NAME.match(e.name):
             return None
         start = int(e.name)
-        try:
-            size = e.stat(follow_symlinks=False).st_size
-        except OSError:
+        if start % fs:
             return None
-        if start % fs or size != fs:
-            return None
-        files.append(MappedFile(d / e.name, start, size))
-    files.sort(key=lambda f: f.start)
+        files.append((start, e.path))
+    files.sort()
     for a, b in zip(files, files[1:]):
-        if b.start != a.start + fs:
+        if b[0] != a[0] + fs:
             return None
     return files
 
 
 def head(path, fs: int) -> bytes | None:
-    """The bytes of a queue file up to the end of its first data extent, when no data follows it and it ends
-    within SMALL_FILE bytes (zeros after the units are the caller's to trim); else None. Opened with O_NOFOLLOW
-    and O_NONBLOCK: what is no longer the regular file listed fails the seek or the open, and is None."""
+    """The bytes of a queue file up to the end of its first data extent, when the file is regular, of size fs,
+    no data follows that extent and it ends within SMALL_FILE bytes (zeros after the units are the caller's to
+    trim); else None. Opened with O_NOFOLLOW and O_NONBLOCK (a file swapped for a link or a FIFO since it was
+    listed fails the open or the checks); its kind and size come from the open file."""
     try:
         fd = os.open(path, _FLAGS)
     except OSError:
         return None
     try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != fs:
+            return None
         try:
             h = min(os.lseek(fd, 0, os.SEEK_HOLE), fs)
             if h < fs:
@@ -72,20 +101,6 @@ def head(path, fs: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
-
-
-def heads(files: list, fs: int, last: int | None = None) -> list | None:
-    """(start, data) of the queue's files (only the `last` ones when given), each padded to whole units; None when
-    one is not a small file (head)."""
-    out = []
-    for f in files[max(0, len(files) - last) if last is not None else 0:]:
-        data = head(f.path, fs)
-        if data is None:
-            return None
-        if len(data) % UNIT_SIZE:        # a data extent ends at a page: the unit it cuts ends in the hole
-            data = data.ljust(len(data) + UNIT_SIZE - len(data) % UNIT_SIZE, b"\0")
-        out.append((f.start, data))
-    return out
 
 
 def within(counts):
