@@ -15,10 +15,9 @@ import os
 from rmqctl.formats import consumequeue as cqf
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.store.files import MappedFile
-from rmqctl.store.queue_heads import read_usual, segments, within
+from rmqctl.store.queue_heads import read_usual, segments, trim_zero_units, within
 
 GROUP_BYTES = 8 << 20      # units decided together: memory stays flat whatever the queues hold
-
 
 def truncate_many(store, keys, cut: int | None) -> dict:
     """{(topic, queue id): rebuild_cq.truncate_state(store, topic, queue id, cut)} for plain queues, in the
@@ -84,15 +83,11 @@ class _Group:
         n = np.array([len(c) // us for c in self.chunks], np.int64)
         fstart = np.array(self.starts, np.int64)
         u = np.frombuffer(b"".join(self.chunks), RC.units_dtype())
+        # each file's units end at its last non-zero one, as load_units reads them
+        u, n = trim_zero_units(u, n)
         ph, sz, tg = u["phys"].astype(np.int64), u["size"].astype(np.int64), u["tags"].astype(np.int64)
         live = (ph != 0) | (sz != 0) | (tg != 0)
         li = within(n)                                  # unit index within its file
-        # each file's units end at its last non-zero one, as load_units reads them
-        last_live = segments(np.maximum, np.where(live, li, -1), n, -1)
-        if (last_live + 1 != n).any():
-            keep = li <= np.repeat(last_live, n)
-            ph, sz, tg, live, li = ph[keep], sz[keep], tg[keep], live[keep], li[keep]
-            n = last_live + 1
         fid = np.repeat(np.arange(nf), n)
         valid = (ph >= 0) & (sz > 0) & (ph < limit)
         pre = (ph == 0) & (sz == cqf.PRE_BLANK_SIZE)

@@ -122,3 +122,35 @@ def segments(ufunc, values, counts, empty):
     if some.any():
         out[some] = ufunc.reduceat(values, (np.cumsum(counts) - counts)[some])
     return out
+
+
+_RAW = None
+
+
+def trim_zero_units(units, counts):
+    """Each file's units (consecutive segments of `counts` units) up to its last non-zero one, and their counts:
+    the zeros after them (most of what a read to the first hole gives, which ends at a page) are left out before
+    any array is built over the units."""
+    import numpy as np
+
+    global _RAW
+    if _RAW is None:    # the fields as unsigned integers in the machine's order: a zero unit reads as zeros either way
+        _RAW = np.dtype({"names": ["a", "b", "c"], "formats": ["u8", "u4", "u8"], "offsets": [0, 8, 12],
+                         "itemsize": UNIT_SIZE})
+    w = units.view(_RAW)
+    at = np.flatnonzero(((w["a"] | w["c"]) | w["b"]) != 0)
+    start = np.cumsum(counts) - counts
+    last = np.full(len(counts), -1, np.int64)
+    if len(at):
+        f_at = np.searchsorted(start, at, "right") - 1
+        ends = np.flatnonzero(np.append(f_at[1:] != f_at[:-1], True))     # each file's last non-zero unit
+        last[f_at[ends]] = at[ends] - start[f_at[ends]]
+    if (last + 1 == counts).all():
+        return units, counts
+    # +1 where a file with a non-zero unit starts, -1 after its last one: a running sum of 1 marks what is kept
+    some = last >= 0
+    mark = np.zeros(len(units) + 1, np.int8)
+    mark[start[some]] = 1
+    mark[(start + last + 1)[some]] -= 1
+    return units[np.cumsum(mark[:-1], dtype=np.int8).view(bool)], last + 1
+
