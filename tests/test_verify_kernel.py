@@ -331,3 +331,50 @@ def test_read_ahead_fits_its_pool(tmp_path, monkeypatch):
         per[p] = per.get(p, 0) + 1
     assert len(per) >= nq - 1 and len(reads) > 0
     assert max(per.values()) <= 3, sorted(per.values())[-5:]
+
+
+def test_pools_of_one_process_share_one_buffer(tmp_path, monkeypatch):
+    """The read-ahead pool of a range takes the buffer the pool before it released (its pages mapped already:
+    a buffer grown by doubling for every range mapped twice its size again), whatever it held is forgotten, and
+    verify gives the buffer back once its walk is over."""
+    from dataclasses import asdict
+
+    from rmqctl.check import cq_units as CU
+    from rmqctl.check import run
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    CU.forget_spare()
+    a = CU.CqPool(1 << 16)
+    a.put(3, 0, 0, bytes(range(20)) * 4)
+    assert a.holds(3, 0, 0, 80)
+    a.release()
+    b = CU.CqPool(1 << 16)
+    assert b.buf is a.buf and not b.holds(3, 0, 0, 20)
+    b.put(1, 0, 20, b"\x07" * 40)
+    assert bytes(b.units(1)) == b"\x07" * 40
+    CU.CqPool(1 << 17).release()            # another cap: a buffer of that size, kept instead
+    assert len(CU._SPARE) == 1 and len(CU._SPARE[0]) == 1 << 17
+    CU.forget_spare()
+    assert not CU._SPARE
+    # verify: several ranges in this process, the same report as pools of their own, and nothing kept after
+    root = F.make_store(tmp_path / "store", messages=3000, queues=40, cq_units=1000, file_size=1 << 16)
+    store = Store.open(root, StoreConfig().with_values({"mappedFileSizeCommitLog": 1 << 16,
+                                                        "mappedFileSizeConsumeQueue": 1000 * 20}),
+                       check_supported=False)
+    made = []
+    real = CU.CqPool.__init__
+    monkeypatch.setattr(CU.CqPool, "__init__", lambda self, cap: made.append(bool(CU._SPARE)) or real(self, cap))
+    shared = run.verify_store(store, jobs=1)
+    monkeypatch.setattr(CU, "_SPARE", _NoSpare())
+    alone = run.verify_store(store, jobs=1)
+    assert len(made) > 2 and any(made)      # the fault is there: later ranges took the buffer before them
+    assert [asdict(f) for f in shared.findings] == [asdict(f) for f in alone.findings]
+    assert not CU._SPARE
+
+
+class _NoSpare(list):
+    """A spare list that keeps nothing: every pool gets a fresh buffer."""
+
+    def __setitem__(self, k, v):
+        pass

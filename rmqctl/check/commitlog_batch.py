@@ -241,6 +241,7 @@ class RangeScan:
             widen = int.from_bytes(os.pread(fd, 4, nxt), "big", signed=True) if nxt == pos else 0
             pos = nxt
         self.finish()
+        self.cq_pool.release()
 
     def finish(self) -> None:
         res = self.res

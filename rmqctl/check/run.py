@@ -305,6 +305,7 @@ def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_
             results = list(scan_map(args))
         else:
             from rmqctl.check import commitlog_batch as clb
+            from rmqctl.check.cq_units import forget_spare
 
             clb.PLAIN_QUEUES[base.root] = store.plain_queue_dirs()
             try:
@@ -325,6 +326,7 @@ def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_
             finally:
                 _SIDE.clear()
                 clb.PLAIN_QUEUES.pop(base.root, None)
+                forget_spare()
     tracks: dict = {}
     messages = nbytes = 0
     prev = None
