@@ -366,11 +366,11 @@ def test_pools_of_one_process_share_one_buffer(tmp_path, monkeypatch):
     real = CU.CqPool.__init__
     monkeypatch.setattr(CU.CqPool, "__init__", lambda self, cap: made.append(bool(CU._SPARE)) or real(self, cap))
     shared = run.verify_store(store, jobs=1)
+    assert not CU._SPARE
     monkeypatch.setattr(CU, "_SPARE", _NoSpare())
     alone = run.verify_store(store, jobs=1)
     assert len(made) > 2 and any(made)      # the fault is there: later ranges took the buffer before them
     assert [asdict(f) for f in shared.findings] == [asdict(f) for f in alone.findings]
-    assert not CU._SPARE
 
 
 class _NoSpare(list):
