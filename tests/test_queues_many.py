@@ -57,9 +57,9 @@ def test_many_queues_checked_together_as_one_by_one(tmp_path, monkeypatch, seed,
         findings = []
         if listed:
             with store.listed_once():
-                got = QM.check_queues(store, store.root, keys, FS, tracks, cl_min, cl_end, findings, scanned, gaps)
+                got = QM.check_queues(store, keys, FS, tracks, cl_min, cl_end, findings, scanned, gaps)
         else:
-            got = QM.check_queues(store, store.root, keys, FS, tracks, cl_min, cl_end, findings, scanned, gaps)
+            got = QM.check_queues(store, keys, FS, tracks, cl_min, cl_end, findings, scanned, gaps)
         monkeypatch.setattr(cqc, "check_queue", real)
         assert list(got) == keys
         assert ({k: asdict(v) for k, v in got.items()}, [asdict(f) for f in findings]) == want
@@ -114,7 +114,7 @@ def test_sparse_files_and_files_past_the_first_hole(tmp_path):
     # and only the queue of a first full file goes on into its second
     assert [f.check for f in want_f] == ["cq.hole"] * 4 and want[keys[4]]["valid_end"] == 2050
     got_f = []
-    got = QM.check_queues(store, store.root, keys, big, {}, 0, 0, got_f, False, None)
+    got = QM.check_queues(store, keys, big, {}, 0, 0, got_f, False, None)
     assert {k: asdict(v) for k, v in got.items()} == want
     assert [asdict(f) for f in got_f] == [asdict(f) for f in want_f]
 
@@ -176,7 +176,7 @@ def test_each_finding_of_a_queue_sends_it_to_check_queue(tmp_path, scanned, cl_m
     findings = []
     try:
         cqc.check_queue = lambda *a, **k: alone.append(a[1:3]) or real(*a, **k)
-        got = QM.check_queues(store, root, keys, FS, tracks, cl_min, 5000, findings, scanned, gaps)
+        got = QM.check_queues(store, keys, FS, tracks, cl_min, 5000, findings, scanned, gaps)
     finally:
         cqc.check_queue = real
     assert ({k: asdict(v) for k, v in got.items()}, [asdict(f) for f in findings]) == want

@@ -585,7 +585,7 @@ def _cq_equal(root: Path, cq_file_size: int, file_size: int):
             one[(topic, qid)] = asdict(cqc.check_queue(root, topic, qid, cq_file_size, tracks.get((topic, qid)),
                                                        cl_min, cl_end, f1, commitlog_scanned=scanned, cl_gaps=gaps))
         with store.listed_once():
-            many = check_queues(store, root, qdirs, cq_file_size, tracks, cl_min, cl_end, f2, scanned, gaps)
+            many = check_queues(store, qdirs, cq_file_size, tracks, cl_min, cl_end, f2, scanned, gaps)
         assert ({k: asdict(v) for k, v in many.items()}, [asdict(x) for x in f2]) == (one, [asdict(x) for x in f1])
 
 

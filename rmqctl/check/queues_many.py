@@ -7,7 +7,8 @@ together as segment reductions over all their units: a queue whose units show no
 its own (a hole, a misplaced pre-blank unit, a unit the commitlog pass could not explain) gets its extent from the
 arrays, and only what the commitlog pass found about it (consumequeue.track_findings). Every other queue, and every
 queue the screen flags, goes through check_queue itself, so the findings are check_queue's, in queue order.
-tests/test_verify_batch.py holds both ways equal on the fixtures, under damage and on random queues.
+tests/test_queues_many.py holds both ways equal on random queues and on queues of one finding each,
+tests/test_verify_batch.py on the fixtures and under damage.
 """
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ GROUP_BYTES = 8 << 20      # units screened together: memory stays flat whatever
 _NONE = 2**62
 
 
-def check_queues(store, root, queues, cq_file_size: int, tracks: dict, cl_min: int, cl_end: int, findings: list,
+def check_queues(store, queues, cq_file_size: int, tracks: dict, cl_min: int, cl_end: int, findings: list,
                  scanned: bool, cl_gaps) -> dict:
-    """{(topic, queue id): check_queue's QueueResult} for `queues`, with check_queue's findings appended to
-    `findings` in the order of `queues` (arguments as check_queue's)."""
+    """{(topic, queue id): check_queue's QueueResult} for `queues` of the store, with check_queue's findings
+    appended to `findings` in the order of `queues` (arguments as check_queue's)."""
     out: dict = {}
+    root = store.root
     # a unit into a missing commitlog file is reported per queue: a store with such a gap goes queue by queue
     screen = cq_file_size % UNIT_SIZE == 0 and not (scanned and cl_gaps)
     group = _Group(cq_file_size, cl_min, scanned)

@@ -361,7 +361,7 @@ def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_
         from rmqctl.check.queues_many import check_queues
 
         queues = store.queues()
-        for key, qr in check_queues(store, root, queues, cfg.cq_file_size, tracks, cl_min, cl_end, findings, scanned,
+        for key, qr in check_queues(store, queues, cfg.cq_file_size, tracks, cl_min, cl_end, findings, scanned,
                                     cl_gaps).items():
             cq_max_phys = max(cq_max_phys, qr.max_phys_end)
             queue_ranges[key] = (qr.min_valid, qr.valid_end)

@@ -19,6 +19,7 @@ from rmqctl.store.queue_heads import read_usual, segments, trim_zero_units, with
 
 GROUP_BYTES = 8 << 20      # units decided together: memory stays flat whatever the queues hold
 
+
 def truncate_many(store, keys, cut: int | None) -> dict:
     """{(topic, queue id): rebuild_cq.truncate_state(store, topic, queue id, cut)} for plain queues, in the
     order of `keys` (topics of batch consume queues are the caller's to route elsewhere)."""
@@ -36,7 +37,8 @@ def truncate_many(store, keys, cut: int | None) -> dict:
             out[key] = RC.truncate_state(store, topic, qid, cut)
             continue
         files, data = got
-        st = out[key] = RC.QueueState(topic, qid, d, fs, [MappedFile(d / os.path.basename(p), s, fs) for s, p in files])
+        st = out[key] = RC.QueueState(topic, qid, d, fs, [MappedFile(d / os.path.basename(p), s, fs)
+                                                          for s, p in files])
         if files:
             group.add(st, data)
             if group.nbytes >= GROUP_BYTES:
