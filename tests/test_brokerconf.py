@@ -116,3 +116,39 @@ def test_recover_reads_the_env_var(tmp_path):
     env = run_cli("recover", "--dry-run", "--json", store, env={"RMQCTL_BROKER_CONFIG": str(conf)})
     assert alias.returncode == env.returncode and alias.stdout == env.stdout
     assert (base.returncode, base.stdout) != (env.returncode, env.stdout)
+
+
+@pytest.mark.parametrize("given,size", [("790", 800), ("6000010", 6000020), ("800", 800), ("1", 20), ("+21", 40)])
+def test_consume_queue_size_rounds_up_to_whole_units_as_the_broker(tmp_path, given, size):
+    # MessageStoreConfig.getMappedFileSizeConsumeQueue: Math.ceil(size / 20.0) * 20 (4.1 to 5.3)
+    f = tmp_path / "broker.conf"
+    f.write_text(f"mappedFileSizeConsumeQueue={given}\nmappedFileSizeCommitLog=790\n")
+    cfg = StoreConfig.from_file(f)
+    assert (cfg.cq_file_size, cfg.commitlog_file_size) == (size, 790)      # the commitlog's size is taken as it is
+
+
+def test_sizes_spelled_as_by_brokers_before_4_5_2(tmp_path):
+    """RocketMQ 4.5.1 and older read mapedFileSizeCommitLog and mapedFileSizeConsumeQueue (one p)."""
+    f = tmp_path / "broker.conf"
+    f.write_text("mapedFileSizeCommitLog=65536\nmapedFileSizeConsumeQueue=790\n")
+    cfg = StoreConfig.from_file(f)
+    assert (cfg.commitlog_file_size, cfg.cq_file_size) == (65536, 800)
+    assert {"commitlog_file_size", "cq_file_size"} <= cfg.explicit
+    f.write_text("mapedFileSizeCommitLog=65536\nmappedFileSizeCommitLog=131072\n")      # both: today's spelling
+    assert StoreConfig.from_file(f).commitlog_file_size == 131072
+
+
+@pytest.mark.parametrize("line", ["mappedFileSizeCommitLog=0", "mappedFileSizeConsumeQueue=-20",
+                                  "mapedFileSizeConsumeQueue=0", "mapperFileSizeBatchConsumeQueue=-1",
+                                  "mappedFileSizeConsumeQueueExt=0", "mappedFileSizeTimerLog=0"])
+def test_a_size_of_no_bytes_is_one_line_usage_error(tmp_path, line):
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "stores/basic-multifile-v5/store", store)
+    conf = tmp_path / "broker.conf"
+    conf.write_text(line + "\n")
+    for cmd in (["verify", store], ["recover", store, "--dry-run"], ["dump", store / "commitlog"]):
+        r = run_cli(*cmd, "--broker-config", conf)
+        err = r.stderr.decode()
+        assert r.returncode == 2, (cmd, err)
+        assert err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err, err
+        assert str(conf) in err and line.split("=")[0] in err, err

@@ -65,7 +65,8 @@ def store_config_options(f):
     f = click.option("--broker-config", type=click.Path(dir_okay=False, exists=True),
                      envvar="RMQCTL_BROKER_CONFIG",
                      help="broker.conf (read like java.util.Properties) or JSON with mappedFileSizeCommitLog, "
-                          "mappedFileSizeConsumeQueue, "
+                          "mappedFileSizeConsumeQueue (rounded up to whole 20-byte units, as the broker does; "
+                          "mapedFileSize... before 4.5.2), "
                           "maxHashSlotNum, maxIndexNum, messageDelayLevel. Sizes not given are inferred from the "
                           "files. [env RMQCTL_BROKER_CONFIG]")(f)
     f = click.option("--index-slots", type=click.IntRange(min=1), default=None,

@@ -44,6 +44,13 @@ def _java_int(v) -> int:
     return int(v)
 
 
+def _cq_size(v) -> int:
+    """MessageStoreConfig.getMappedFileSizeConsumeQueue: the configured size rounded up to whole 20-byte units
+    (Math.ceil of the quotient, every version from 4.1 on): 6000010 maps files of 6000020 bytes."""
+    n = _java_int(v)
+    return -(-n // cq.UNIT_SIZE) * cq.UNIT_SIZE
+
+
 def _java_bool(v) -> bool:
     """Boolean.parseBoolean: "true" in any case, untrimmed; everything else is false."""
     return v is True or (isinstance(v, str) and v.lower() == "true")
@@ -82,7 +89,7 @@ class StoreConfig:
 
     KEYS = {
         "mappedFileSizeCommitLog": ("commitlog_file_size", _java_int),
-        "mappedFileSizeConsumeQueue": ("cq_file_size", _java_int),
+        "mappedFileSizeConsumeQueue": ("cq_file_size", _cq_size),
         "maxHashSlotNum": ("hash_slot_num", _java_int),
         "maxIndexNum": ("index_num", _java_int),
         "messageDelayLevel": ("delay_levels", lambda v: tuple(parse_delay_levels(str(v).strip()))),
@@ -99,6 +106,15 @@ class StoreConfig:
         "mapperFileSizeBatchConsumeQueue": ("bcq_file_size", _java_int),
     }
 
+    # RocketMQ 4.5.1 and older spell the two sizes with one p (mapedFileSizeCommitLog): read when the current
+    # spelling is absent (a broker reads only its own spelling, which rmqctl cannot tell without the version)
+    OLD_KEYS = {"mapedFileSizeCommitLog": "mappedFileSizeCommitLog",
+                "mapedFileSizeConsumeQueue": "mappedFileSizeConsumeQueue"}
+    # a mapped file of no bytes, or fewer, cannot exist: the broker fails to map its files
+    SIZES = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "mappedFileSizeConsumeQueueExt",
+             "mapperFileSizeBatchConsumeQueue", "compactionCqMappedFileSize", "compactionMappedFileSize",
+             "mappedFileSizeTimerLog")
+
     @property
     def index_file_size(self) -> int:
         return ix.file_size(self.hash_slot_num, self.index_num)
@@ -109,13 +125,17 @@ class StoreConfig:
         path = values.get("storePathCommitLog")
         if path and "," not in str(path):
             changes["commitlog_path"] = str(path).strip()
-        for k, v in values.items():
+        for key, v in values.items():
+            k = self.OLD_KEYS.get(key, key) if self.OLD_KEYS.get(key) not in values else key
             if k in self.KEYS and v is not None:
                 attr, conv = self.KEYS[k]
                 try:
                     changes[attr] = conv(v)
                 except _Ignored:   # MixAll.properties2Object drops a value it cannot parse: the default stays
                     continue
+                if k in self.SIZES and changes[attr] <= 0:
+                    raise UsageError(f"{v}: no mapped file is {changes[attr]} bytes long (the broker fails to map "
+                                     "its files)", field=key)
                 explicit.add(attr)
         return replace(self, **changes, explicit=frozenset(explicit))
 
@@ -124,7 +144,12 @@ class StoreConfig:
         """broker.conf as the broker reads it (rmqctl.brokerconf), or JSON with the same keys."""
         from rmqctl.brokerconf import read_broker_config
 
-        return cls().with_values(read_broker_config(path))
+        values = read_broker_config(path)
+        try:
+            return cls().with_values(values)
+        except UsageError as e:
+            e.path = e.path or str(path)
+            raise
 
 
 def commitlog_dir(config: StoreConfig, root: Path) -> Path:
