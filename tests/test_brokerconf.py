@@ -152,3 +152,17 @@ def test_a_size_of_no_bytes_is_one_line_usage_error(tmp_path, line):
         assert r.returncode == 2, (cmd, err)
         assert err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err, err
         assert str(conf) in err and line.split("=")[0] in err, err
+
+
+def test_recover_takes_an_unrounded_consume_queue_size_as_the_broker(tmp_path):
+    """mappedFileSizeConsumeQueue=790 on a store whose queue files are 800 bytes: the broker maps 800-byte files,
+    so recover plans nothing for them (it once planned to cut 10 bytes, half a unit, off every file)."""
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "stores/basic-multifile-v4/store", store)
+    sizes = {p.stat().st_size for p in (store / "consumequeue").rglob("0*") if p.is_file()}
+    assert sizes == {800}       # the store is what the test needs
+    conf = tmp_path / "broker.conf"
+    for size, cuts in (("790", False), ("780", True)):
+        conf.write_text(f"mappedFileSizeConsumeQueue={size}\n")
+        r = run_cli("recover", store, "--dry-run", "--broker-config", conf)
+        assert (b"truncate_file consumequeue/" in r.stdout) is cuts, r.stdout.decode()[-2000:]
