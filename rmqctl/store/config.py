@@ -126,7 +126,8 @@ class StoreConfig:
         if path and "," not in str(path):
             changes["commitlog_path"] = str(path).strip()
         for key, v in values.items():
-            k = self.OLD_KEYS.get(key, key) if self.OLD_KEYS.get(key) not in values else key
+            today = self.OLD_KEYS.get(key)
+            k = today if today is not None and today not in values else key
             if k in self.KEYS and v is not None:
                 attr, conv = self.KEYS[k]
                 try:
