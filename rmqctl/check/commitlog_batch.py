@@ -72,8 +72,12 @@ _NB: dict = {}
 
 
 def preload() -> None:
-    """Load the numba kernel's verify checks now when it is in use (before verify's workers fork)."""
-    _nb_batch()
+    """Load the numba kernel's verify checks (the index files' too) now when it is in use (before verify's
+    workers fork)."""
+    if _nb_batch() is not None:
+        from rmqctl.kernels import index_kernel
+
+        index_kernel()
 
 
 # store root (as ScanContext.root) -> the (topic, queue id) whose directory the store's listing reached through no

@@ -18,6 +18,7 @@ from rmqctl.check.findings import ERROR, INFO, WARNING, Finding
 from rmqctl.dispatch import index_keys
 from rmqctl.formats import index as ixf
 from rmqctl.formats._derive import field_names, numpy_dtype
+from rmqctl.kernels import index_kernel
 from rmqctl.store.files import open_read
 
 HEADER = writers.INDEX_HEADER     # derived from formats.index.IndexHeader / IndexItem
@@ -49,7 +50,9 @@ class IndexFacts:
 
 
 def index_file_facts(path, hash_slot_num: int, index_num: int, *, commitlog=None, sample: int = 64,
-                     broker_version: tuple | None = None) -> IndexFacts:
+                     broker_version: tuple | None = None, compiled=None) -> IndexFacts:
+    """`compiled`: the item checks' kernel (rmqctl.kernels.index_nb, or False for numpy); None: the compiled
+    one when this process already uses the numba kernel."""
     p = str(path)
     facts = IndexFacts(p, {}, [])
     findings = facts.findings
@@ -77,8 +80,11 @@ def index_file_facts(path, hash_slot_num: int, index_num: int, *, commitlog=None
             findings.append(Finding(ERROR, "index.header_time", p, 8, f">= {hdr['begin_timestamp']}",
                                     hdr["end_timestamp"], "endTimestamp before beginTimestamp"))
         slots = _check_slots(p, pread, hash_slot_num, hdr, broker_version, findings)
-        slot_of = _check_items(p, pread, hash_slot_num, hdr, findings)
-        _check_slot_heads(p, slots, slot_of, count, findings)
+        nb = (index_kernel() if compiled is None else compiled) or None
+        if hash_slot_num <= 0:      # numpy's modulo by zero gives 0 (with a warning); numba's raises
+            nb = None
+        slot_of = _check_items(p, pread, hash_slot_num, hdr, findings, nb)
+        _check_slot_heads(p, slots, slot_of, count, findings, nb)
         if count > 1:
             slots_end = facts.slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
             facts.first = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE))
@@ -117,84 +123,105 @@ def _check_slots(p, pread, hash_slot_num: int, hdr: dict, broker_version, findin
     return slots
 
 
-def _check_items(p, pread, hash_slot_num: int, hdr: dict, findings: list):
+def _check_items(p, pread, hash_slot_num: int, hdr: dict, findings: list, nb=None):
     """Every item, BATCH at a time: chains end (preIndexNo older than the item) and stay in their bucket,
     timeDiff within the header's span, items in commitlog order -- the first of each kind reported.
-    Returns each item's slot number."""
+    Returns each item's slot number. `nb`: rmqctl.kernels.index_nb, or None for numpy."""
     import numpy as np
 
     count = hdr["index_count"]
     begin_ts, end_ts = hdr["begin_timestamp"], hdr["end_timestamp"]
     slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
-    item_dtype = numpy_dtype(ixf.IndexItem)
+    limit = (end_ts - begin_ts) // 1000 if begin_ts > 0 else 0
     slot_of = np.zeros(count, dtype=np.int32)
-    reported: set = set()
+    out = np.zeros(6, np.int64)
+    todo = KINDS
     last_phy = None
     n = 1
     while n < count:
         k = min(BATCH, count - n)
-        a = np.frombuffer(pread(k * ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * n), dtype=item_dtype)
-        pre_no = a["pre_index_no"]
-        nums = np.arange(n, n + k)
-        slot_of[n:n + k] = a["key_hash"].astype(np.int64) % hash_slot_num
-        bad = np.nonzero((pre_no < 0) | (pre_no >= nums))[0]
-        if bad.size and "cycle" not in reported:
-            reported.add("cycle")
-            i = int(bad[0])
-            findings.append(Finding(ERROR, "index.chain_cycle", p, slots_end + ixf.ITEM_SIZE * (n + i),
-                                    f"preIndexNo < {n + i}", int(pre_no[i]),
-                                    "prevIndex points at the same or a newer item: the chain loops"))
-        okpre = (pre_no > 0) & (pre_no < nums)
-        if okpre.any() and "bucket" not in reported:
-            pre = pre_no[okpre]
-            mism = np.nonzero(slot_of[pre] != slot_of[nums[okpre]])[0]
-            if mism.size:
-                reported.add("bucket")
-                i = int(nums[okpre][mism[0]])
-                findings.append(Finding(ERROR, "index.chain_bucket", p, slots_end + ixf.ITEM_SIZE * i,
-                                        f"slot {int(slot_of[i])}", f"slot {int(slot_of[int(pre[mism[0]])])}",
-                                        "prevIndex links into another hash bucket"))
-        if "time" not in reported:
-            # item 1's timeDiff is relative to the previous file's end (docs/store-format.md,
-            # "Slots and items"): check items >= 2
-            td = a["time_diff"][nums >= 2]
-            limit = (end_ts - begin_ts) // 1000 if begin_ts > 0 else 0
-            badt = np.nonzero((td < 0) | (td > max(limit, 0)))[0]
-            if badt.size:
-                reported.add("time")
-                i = int(nums[nums >= 2][badt[0]])
-                findings.append(Finding(ERROR, "index.time_diff", p, slots_end + ixf.ITEM_SIZE * i + 12,
-                                        f"0..{limit}", int(td[badt[0]]),
-                                        "timeDiff outside [0, (endTimestamp - beginTimestamp)/1000]"))
-        phys = a["phy_offset"]
-        if "phy" not in reported:
-            prev = np.concatenate(([last_phy if last_phy is not None else phys[0]], phys[:-1]))
-            badp = np.nonzero(phys < prev)[0]
-            if badp.size:
-                reported.add("phy")
-                i = n + int(badp[0])
-                findings.append(Finding(ERROR, "index.phy_order", p, slots_end + ixf.ITEM_SIZE * i + 4,
-                                        f">= {int(prev[badp[0]])}", int(phys[badp[0]]),
-                                        "items are not in commitlog order"))
-        last_phy = int(phys[-1])
+        raw = pread(k * ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * n)
+        if nb is not None:
+            nb.items(np.frombuffer(raw, np.uint8), k, n, hash_slot_num, slot_of, max(limit, 0),
+                     0 if last_phy is None else last_phy, last_phy is not None, todo, out)
+        else:
+            _items_numpy(raw, k, n, hash_slot_num, slot_of, max(limit, 0), last_phy, out)
+        for bit, j in ((CYCLE, 0), (BUCKET, 1), (TIME, 2), (PHY, 3)):
+            if todo & bit and out[j] >= 0:
+                todo &= ~bit
+                findings.append(_item_finding(p, bit, raw, int(out[j]), n, slots_end, slot_of, limit, int(out[4])))
+        last_phy = int(out[5])
         n += k
     return slot_of
 
 
-def _check_slot_heads(p, slots, slot_of, count: int, findings: list) -> None:
+CYCLE, BUCKET, TIME, PHY = 1, 2, 4, 8      # the item checks, each reported at its first offender
+KINDS = CYCLE | BUCKET | TIME | PHY
+
+
+def _items_numpy(raw: bytes, k: int, n: int, hash_slot_num: int, slot_of, limit: int, last_phy, out) -> None:
+    """rmqctl.kernels.index_nb.items in numpy, for every check: out[0..3] the batch position of each check's first
+    offender (-1: none), out[4] the phyOffset before the out-of-order one, out[5] the batch's last phyOffset."""
+    import numpy as np
+
+    a = np.frombuffer(raw, dtype=numpy_dtype(ixf.IndexItem))
+    pre_no = a["pre_index_no"]
+    nums = np.arange(n, n + k)
+    slot_of[n:n + k] = a["key_hash"].astype(np.int64) % hash_slot_num
+    out[:4] = -1
+    bad = np.nonzero((pre_no < 0) | (pre_no >= nums))[0]
+    if bad.size:
+        out[0] = bad[0]
+    okpre = (pre_no > 0) & (pre_no < nums)
+    if okpre.any():
+        mism = np.nonzero(slot_of[pre_no[okpre]] != slot_of[nums[okpre]])[0]
+        if mism.size:
+            out[1] = nums[okpre][mism[0]] - n
+    # item 1's timeDiff is relative to the previous file's end (docs/store-format.md, "Slots and items"): items >= 2
+    td = a["time_diff"]
+    badt = np.nonzero((nums >= 2) & ((td < 0) | (td > limit)))[0]
+    if badt.size:
+        out[2] = badt[0]
+    phys = a["phy_offset"]
+    prev = np.concatenate(([last_phy if last_phy is not None else phys[0]], phys[:-1]))
+    badp = np.nonzero(phys < prev)[0]
+    if badp.size:
+        out[3], out[4] = badp[0], prev[badp[0]]
+    out[5] = phys[-1]
+
+
+def _item_finding(p, kind: int, raw: bytes, i: int, n: int, slots_end: int, slot_of, limit: int, before: int):
+    """The finding for the batch's item i (item number n + i) failing check `kind`."""
+    _kh, phy, td, pre = ITEM.unpack_from(raw, ixf.ITEM_SIZE * i)
+    num = n + i
+    at = slots_end + ixf.ITEM_SIZE * num
+    if kind == CYCLE:
+        return Finding(ERROR, "index.chain_cycle", p, at, f"preIndexNo < {num}", pre,
+                       "prevIndex points at the same or a newer item: the chain loops")
+    if kind == BUCKET:
+        return Finding(ERROR, "index.chain_bucket", p, at, f"slot {int(slot_of[num])}", f"slot {int(slot_of[pre])}",
+                       "prevIndex links into another hash bucket")
+    if kind == TIME:
+        return Finding(ERROR, "index.time_diff", p, at + 12, f"0..{limit}", td,
+                       "timeDiff outside [0, (endTimestamp - beginTimestamp)/1000]")
+    return Finding(ERROR, "index.phy_order", p, at + 4, f">= {before}", phy, "items are not in commitlog order")
+
+
+def _check_slot_heads(p, slots, slot_of, count: int, findings: list, nb=None) -> None:
     """A slot's head item must hash to that slot."""
     import numpy as np
 
-    heads = np.nonzero(slots > 0)[0]
-    if not heads.size:
-        return
-    h2 = heads[slots[heads] < count]
-    wrong = np.nonzero(slot_of[slots[h2]] != h2)[0]
-    if wrong.size:
-        s = int(h2[wrong[0]])
+    if nb is not None:
+        n_wrong, s = nb.slot_heads(slots.view(np.uint8), count, slot_of)
+    else:
+        heads = np.nonzero(slots > 0)[0]
+        h2 = heads[slots[heads] < count]
+        wrong = np.nonzero(slot_of[slots[h2]] != h2)[0]
+        n_wrong, s = wrong.size, int(h2[wrong[0]]) if wrong.size else -1
+    if n_wrong:
         findings.append(Finding(ERROR, "index.slot_hash", p, ixf.HEADER_SIZE + ixf.SLOT_SIZE * s, f"slot {s}",
                                 f"item {int(slots[s])} in slot {int(slot_of[slots[s]])}",
-                                f"{wrong.size} slot(s) point at items whose keyHash belongs elsewhere"))
+                                f"{n_wrong} slot(s) point at items whose keyHash belongs elsewhere"))
 
 
 def _check_header_against_items(facts: IndexFacts, findings: list, *, cl_end, is_last, checkpoint) -> None:

@@ -124,6 +124,24 @@ def walk_kernel():
     return k
 
 
+def index_kernel():
+    """rmqctl.kernels.index_nb (verify's compiled index-item checks) when this process has already loaded the
+    numba kernel for its walk, else None: an index check alone never loads numba (a second of loading for a
+    pass that takes a fraction of that on a small file)."""
+    if _loaded.get(requested()) is None:
+        return None
+    k = _loaded.get("index")
+    if k is None:
+        try:
+            from rmqctl.kernels import index_nb as k
+
+            k.warm()
+        except Exception:   # noqa: BLE001 -- a numba that cannot build it: the numpy checks
+            k = False
+        _loaded["index"] = k
+    return k or None
+
+
 def dispatch_kernel():
     """rmqctl.kernels.dispatch_nb (compiled dispatch helpers) when the numba kernel is in use, else None."""
     if walk_kernel() is None:

@@ -1,0 +1,117 @@
+"""verify's index-item checks compiled by numba (rmqctl.kernels.index_nb) equal the numpy checks: the same findings,
+in the same order, on index files built as the broker builds them and under random damage of every kind the
+checks look for, with batches small enough that chains, the order check and the first-offender rule cross them.
+And the compiled checks are used exactly when the process already runs the numba kernel."""
+import dataclasses
+import random
+import struct
+
+import pytest
+
+from rmqctl import kernels
+from rmqctl.check import index as ixc
+from rmqctl.kernels import index_nb
+
+KINDS = {"index.chain_cycle", "index.chain_bucket", "index.time_diff", "index.phy_order", "index.slot_hash"}
+
+
+def _index_file(path, rnd, slots: int, count: int, damage: int) -> set:
+    """An index file as IndexFile.putKey writes it (count - 1 items, each linked to the last item of its slot), then
+    `damage` random faults; returns the kinds of fault injected."""
+    begin_ts = 1_700_000_000_000
+    head = [0] * slots
+    items, phy = [], 1000
+    for n in range(1, count):
+        kh = rnd.choice([rnd.randint(-(1 << 31), (1 << 31) - 1), rnd.randint(0, 50)])   # negative hashes too
+        s = kh % slots
+        phy += rnd.randint(0, 3000)
+        items.append([kh, phy, rnd.randint(0, 100), head[s]])
+        head[s] = n
+    end_ts = begin_ts + 100_000
+    done = set()
+    for _ in range(damage):
+        i = rnd.randrange(len(items))
+        n = i + 1
+        kind = rnd.choice(["cycle", "bucket", "time", "phy", "head"])
+        if kind == "cycle":
+            items[i][3] = rnd.choice([n, n + rnd.randint(1, 5), -rnd.randint(1, 9)])
+        elif kind == "bucket" and n > 2:
+            other = [m for m in range(1, n) if items[m - 1][0] % slots != items[i][0] % slots]
+            if not other:
+                continue
+            items[i][3] = rnd.choice(other)
+        elif kind == "time" and n >= 2:
+            items[i][2] = rnd.choice([-1, -rnd.randint(2, 1 << 20), 101 + rnd.randint(0, 1000)])
+        elif kind == "phy" and n > 1:
+            items[i][1] = items[i - 1][1] - rnd.randint(1, 500)
+        elif kind == "head":
+            s = rnd.randrange(slots)
+            wrong = [m for m in range(1, count) if items[m - 1][0] % slots != s]
+            if not wrong:
+                continue
+            head[s] = rnd.choice(wrong)
+        else:
+            continue
+        done.add(kind)
+    hdr = struct.pack(">qqqqii", begin_ts, end_ts, items[0][1], items[-1][1], sum(1 for h in head if h), count)
+    # item numbers start at 1: item 0's place stays empty; maxIndexNum = 4 x slots
+    body = struct.pack(f">{slots}i", *head) + bytes(20) + b"".join(struct.pack(">iqii", *it) for it in items)
+    path.write_bytes(hdr + body + bytes(20 * (4 * slots - count)))
+    return done
+
+
+def _facts(path, slots: int, compiled):
+    f = ixc.index_file_facts(path, slots, 4 * slots, sample=0, compiled=compiled)
+    return [dataclasses.astuple(x) for x in f.findings]
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64, ixc.BATCH])
+def test_compiled_item_checks_equal_numpy(tmp_path, monkeypatch, batch):
+    monkeypatch.setattr(ixc, "BATCH", batch)
+    rnd = random.Random(batch)
+    seen = set()
+    for case in range(40):
+        slots = rnd.choice([1, 2, 7, 31, 97])
+        count = rnd.randint(2, 4 * slots) if slots > 1 else rnd.randint(2, 4)
+        damage = rnd.choice([0, 0, 1, 2, 5])
+        p = tmp_path / f"i{case}"
+        injected = _index_file(p, rnd, slots, count, damage)
+        want = _facts(p, slots, False)
+        assert _facts(p, slots, index_nb) == want, (case, injected)
+        kinds = {w[1] for w in want} & KINDS
+        assert bool(kinds) == bool(injected), (case, injected, want)     # the fault is there, and seen
+        seen |= kinds
+    assert seen == KINDS
+
+
+def test_a_short_file_reads_as_zeros_in_both(tmp_path):
+    """A file cut inside its items (the broker zero-extends it): both paths read the missing items as zeros."""
+    rnd = random.Random(5)
+    p = tmp_path / "i"
+    _index_file(p, rnd, 31, 100, 0)
+    data = p.read_bytes()
+    p.write_bytes(data[:40 + 4 * 31 + 20 * 60 + 7])
+    want = _facts(p, 31, False)
+    # zero items after the real ones: out of order, and slots whose head they are point into slot 0
+    assert {w[1] for w in want} == {"index.file_size", "index.phy_order", "index.slot_hash"}
+    assert _facts(p, 31, index_nb) == want
+
+
+def test_the_compiled_checks_run_only_beside_the_compiled_walk(monkeypatch, tmp_path):
+    p = tmp_path / "i"
+    _index_file(p, random.Random(2), 7, 20, 0)
+    used = []
+    real = index_nb.items
+    monkeypatch.setattr(index_nb, "items", lambda *a: used.append(1) or real(*a))
+    monkeypatch.setattr(kernels, "_loaded", {})
+    monkeypatch.setenv("RMQCTL_KERNEL", "numpy")
+    assert kernels.index_kernel() is None
+    ixc.index_file_facts(p, 7, 28, sample=0)
+    assert not used
+    monkeypatch.setenv("RMQCTL_KERNEL", "auto")     # numba not loaded yet by any walk of this process
+    assert kernels.index_kernel() is None
+    monkeypatch.setenv("RMQCTL_KERNEL", "numba")
+    assert kernels.walk_kernel() is not None
+    assert kernels.index_kernel() is index_nb
+    ixc.index_file_facts(p, 7, 28, sample=0)
+    assert used
