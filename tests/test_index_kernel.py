@@ -115,3 +115,60 @@ def test_the_compiled_checks_run_only_beside_the_compiled_walk(monkeypatch, tmp_
     assert kernels.index_kernel() is index_nb
     ixc.index_file_facts(p, 7, 28, sample=0)
     assert used
+
+
+def _whole(path, slots, compiled):
+    f = ixc.index_file_facts(path, slots, 4 * slots, sample=0, compiled=compiled)
+    return [dataclasses.astuple(x) for x in f.findings], f.hdr, f.first, f.last
+
+
+@pytest.mark.parametrize("compiled", [False, index_nb], ids=["numpy", "numba"])
+def test_pieces_joined_equal_one_pass(tmp_path, monkeypatch, compiled):
+    """verify -j checks a large index file in pieces (items lo .. hi-1 each, the last piece also the rest of the
+    file): joined, the pieces' facts equal one pass's -- the first offender of each check, in one pass's order --
+    whatever the cuts, batch-aligned or not."""
+    monkeypatch.setattr(ixc, "BATCH", 5)
+    rnd = random.Random(17)
+    kinds = set()
+    for case in range(60):
+        slots = rnd.choice([2, 7, 31])
+        count = rnd.randint(3, 4 * slots)
+        p = tmp_path / f"i{case}"
+        _index_file(p, rnd, slots, count, rnd.choice([0, 1, 3, 6]))
+        want = _whole(p, slots, compiled)
+        kinds |= {w[1] for w in want[0]}
+        cuts = sorted(rnd.sample(range(2, count), min(count - 2, rnd.randint(1, 4))))
+        if rnd.random() < 0.3:
+            cuts = [c for c in range(1 + ixc.BATCH, count, ixc.BATCH)] or cuts
+        bounds = [1, *cuts, count]
+        parts = [ixc.index_file_facts(p, slots, 4 * slots, sample=0, compiled=compiled, part=(a, b))
+                 for a, b in zip(bounds, bounds[1:])]
+        joined = ixc.join_parts(parts)
+        assert ([dataclasses.astuple(x) for x in joined.findings], joined.hdr, joined.first, joined.last) == want, \
+            (case, bounds)
+    assert kinds >= KINDS
+
+
+def test_index_pieces_cover_each_large_file_once(tmp_path, monkeypatch):
+    from rmqctl.check import run
+
+    rnd = random.Random(4)
+    paths = []
+    for n, count in enumerate((120, 3, 400)):
+        p = tmp_path / f"i{n}"
+        _index_file(p, rnd, 128, count, 0)
+        paths.append(p)
+    monkeypatch.setattr(ixc, "BATCH", 8)
+    monkeypatch.setattr(run, "INDEX_PIECE_ITEMS", 16)
+    pieces = run._index_pieces(paths, 12)      # 4 workers' worth per file
+    by_file: dict = {}
+    for i, part in pieces:
+        by_file.setdefault(i, []).append(part)
+    assert by_file[1] == [None]                 # too small to split
+    for i, count in ((0, 120), (2, 400)):
+        parts = by_file[i]
+        assert parts[0][1] == count              # the last piece (slots, samples) goes first
+        cover = sorted(parts)
+        assert cover[0][0] == 1 and all(a[1] == b[0] for a, b in zip(cover, cover[1:]))
+        assert 1 < len(parts) <= 4 and all((a - 1) % 8 == 0 for a, _b in parts)
+    assert run._index_pieces(paths, 3) == [(0, None), (1, None), (2, None)]     # as many files as workers

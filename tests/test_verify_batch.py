@@ -707,3 +707,55 @@ def test_equal_with_many_queues(tmp_path, monkeypatch, cache):
     damage(root, [], [(k * 7919, 1 + k) for k in range(30)], 32 * 1024)
     _check_root(root, 32 * 1024, 4 * 20, DELAYS, pieces=(3,))
     _cq_equal(root, 4 * 20, 32 * 1024)
+
+
+def test_index_file_in_pieces_reports_as_one_process(synthetic, tmp_path, monkeypatch):
+    """verify -j checks a large index file in pieces across workers (INDEX_PIECE_ITEMS made tiny here): the same
+    report as -j 1, clean and with items damaged in several pieces (a chain into a newer item, a time outside the
+    file's span, items out of commitlog order, a slot whose head is another slot's)."""
+    from rmqctl.check import index as ixc
+    from rmqctl.check import run
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    cfg = dict(mappedFileSizeCommitLog=32 * 1024, mappedFileSizeConsumeQueue=64 * 20, maxHashSlotNum=512,
+               maxIndexNum=2048)
+    monkeypatch.setattr(ixc, "BATCH", 4)
+    monkeypatch.setattr(run, "INDEX_PIECE_ITEMS", 8)
+    parts: list = []
+    real = ixc.index_file_facts
+    monkeypatch.setattr(ixc, "index_file_facts", lambda *a, **k: parts.append(k.get("part")) or real(*a, **k))
+    planned: list = []
+    real_plan = run._index_pieces
+    monkeypatch.setattr(run, "_index_pieces", lambda *a: planned.append(real_plan(*a)) or planned[-1])
+    for damaged in (False, True):
+        root = F.copy_store(synthetic, tmp_path / f"s{damaged}")
+        idx = sorted((root / "index").iterdir())[0]
+        data = bytearray(idx.read_bytes())
+        count = int.from_bytes(data[36:40], "big")
+        items = 40 + 4 * 512
+        assert count > 40
+        if damaged:
+            for n, field, value in ((count - 3, 16, count), (count // 2, 12, -5), (count // 3, 4, 0), (7, 16, -1)):
+                at = items + 20 * n + field
+                width = 8 if field == 4 else 4
+                data[at:at + width] = value.to_bytes(width, "big", signed=True)
+            data[40:44] = (count - 1).to_bytes(4, "big")     # slot 0's head: the last item, of another slot
+            idx.write_bytes(bytes(data))
+
+        def report(jobs, root=root):
+            store = Store.open(root, StoreConfig().with_values(cfg), check_supported=False)
+            parts.clear()
+            rep = run.verify_store(store, jobs=jobs)
+            rep.stats.pop("seconds")
+            return [asdict(f) for f in rep.findings], rep.stats
+
+        one = report(1)
+        codes = {f["check"] for f in one[0]}
+        assert codes >= ({"index.chain_cycle", "index.time_diff", "index.phy_order", "index.slot_hash"}
+                         if damaged else set()), codes
+        assert parts == [None]      # -j 1: the whole file, here
+        for jobs in (2, 3):
+            assert report(jobs) == one
+            assert not parts        # the pieces ran in the workers, none again in the parent
+            assert len(planned[-1]) == jobs and all(p is not None for _i, p in planned[-1])

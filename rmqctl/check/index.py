@@ -47,12 +47,16 @@ class IndexFacts:
         self.slots_end = 0              # where the items start
         self.picks = 0                  # items sampled
         self.samples: list = []         # (item number, keyHash, phyOffset, why or None) per sampled item
+        self.items_at = None            # where the item checks' findings stand in `findings`
+        self.hits: list = []            # a piece's item findings (item number, check, Finding): join_parts
 
 
 def index_file_facts(path, hash_slot_num: int, index_num: int, *, commitlog=None, sample: int = 64,
-                     broker_version: tuple | None = None, compiled=None) -> IndexFacts:
+                     broker_version: tuple | None = None, compiled=None, part=None) -> IndexFacts:
     """`compiled`: the item checks' kernel (rmqctl.kernels.index_nb, or False for numpy); None: the compiled
-    one when this process already uses the numba kernel."""
+    one when this process already uses the numba kernel. `part`: (lo, hi), a piece of the file for verify -j:
+    only items lo .. hi-1 are checked (their findings kept apart in `hits`, for join_parts), and only the piece
+    that reaches the last item checks the rest of the file (header times, slots, slot heads, samples)."""
     p = str(path)
     facts = IndexFacts(p, {}, [])
     findings = facts.findings
@@ -76,14 +80,20 @@ def index_file_facts(path, hash_slot_num: int, index_num: int, *, commitlog=None
             findings.append(Finding(ERROR, "index.index_count", p, 36, f"1..{index_num}", count,
                                     "header indexCount out of range"))
             return facts
+        lo, hi = (1, count) if part is None else (max(1, part[0]), min(part[1], count))
+        if hi < count:       # a piece before the last: its item checks alone
+            _check_items(p, pread, hash_slot_num, hdr, facts.hits, _kernel(compiled, hash_slot_num), lo, hi)
+            return facts
         if count > 1 and hdr["end_timestamp"] < hdr["begin_timestamp"]:
             findings.append(Finding(ERROR, "index.header_time", p, 8, f">= {hdr['begin_timestamp']}",
                                     hdr["end_timestamp"], "endTimestamp before beginTimestamp"))
         slots = _check_slots(p, pread, hash_slot_num, hdr, broker_version, findings)
-        nb = (index_kernel() if compiled is None else compiled) or None
-        if hash_slot_num <= 0:      # numpy's modulo by zero gives 0 (with a warning); numba's raises
-            nb = None
-        slot_of = _check_items(p, pread, hash_slot_num, hdr, findings, nb)
+        nb = _kernel(compiled, hash_slot_num)
+        slot_of = _check_items(p, pread, hash_slot_num, hdr, facts.hits, nb, lo, hi)
+        facts.items_at = len(findings)
+        if part is None:
+            findings.extend(f for _n, _kind, f in facts.hits)
+            facts.hits = []
         _check_slot_heads(p, slots, slot_of, count, findings, nb)
         if count > 1:
             slots_end = facts.slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
@@ -94,6 +104,39 @@ def index_file_facts(path, hash_slot_num: int, index_num: int, *, commitlog=None
         return facts
     finally:
         os.close(fd)
+
+
+def _kernel(compiled, hash_slot_num: int):
+    nb = (index_kernel() if compiled is None else compiled) or None
+    return nb if hash_slot_num > 0 else None     # numpy's modulo by zero gives 0 (with a warning); numba's raises
+
+
+def item_count(path) -> int | None:
+    """The header's indexCount (items + 1), or None when the file has no whole header."""
+    fd = open_read(path)
+    try:
+        data = os.pread(fd, ixf.HEADER_SIZE, 0)
+    finally:
+        os.close(fd)
+    return HEADER.unpack(data)[5] if len(data) == ixf.HEADER_SIZE else None
+
+
+def join_parts(parts: list) -> IndexFacts:
+    """One file's facts from its pieces' (index_file_facts with `part`, in item order, the last piece last): the
+    last piece's, with the first offender of each item check across all pieces, in the order one pass over the
+    whole file reports them (by batch of BATCH items, then check)."""
+    tail = parts[-1]
+    if tail.items_at is None:       # stopped before the items (size or count): every piece stopped alike
+        return tail
+    first: dict = {}
+    for f in parts:
+        for num, kind, finding in f.hits:
+            if kind not in first or num < first[kind][0]:
+                first[kind] = (num, finding)
+    ordered = sorted(first.items(), key=lambda kv: ((kv[1][0] - 1) // BATCH, kv[0]))
+    tail.findings[tail.items_at:tail.items_at] = [finding for _kind, (_num, finding) in ordered]
+    tail.hits = []
+    return tail
 
 
 def finish_index_file(facts: IndexFacts, findings: list, *, cl_min: int = 0, cl_end: int | None = None,
@@ -123,33 +166,37 @@ def _check_slots(p, pread, hash_slot_num: int, hdr: dict, broker_version, findin
     return slots
 
 
-def _check_items(p, pread, hash_slot_num: int, hdr: dict, findings: list, nb=None):
-    """Every item, BATCH at a time: chains end (preIndexNo older than the item) and stay in their bucket,
-    timeDiff within the header's span, items in commitlog order -- the first of each kind reported.
-    Returns each item's slot number. `nb`: rmqctl.kernels.index_nb, or None for numpy."""
+def _check_items(p, pread, hash_slot_num: int, hdr: dict, hits: list, nb=None, lo: int = 1, hi: int | None = None):
+    """Items lo .. hi-1 (default: all), BATCH at a time: chains end (preIndexNo older than the item) and stay in
+    their bucket, timeDiff within the header's span, items in commitlog order -- the first of each kind
+    appended to `hits` as (item number, check, Finding). Items before lo are read for their slots only.
+    Returns the slot number of items 0 .. hi-1. `nb`: rmqctl.kernels.index_nb, or None for numpy."""
     import numpy as np
 
     count = hdr["index_count"]
+    hi = count if hi is None else hi
     begin_ts, end_ts = hdr["begin_timestamp"], hdr["end_timestamp"]
     slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
     limit = (end_ts - begin_ts) // 1000 if begin_ts > 0 else 0
-    slot_of = np.zeros(count, dtype=np.int32)
+    slot_of = np.zeros(hi, dtype=np.int32)
     out = np.zeros(6, np.int64)
     todo = KINDS
     last_phy = None
     n = 1
-    while n < count:
-        k = min(BATCH, count - n)
+    while n < hi:
+        checking = n >= lo
+        k = min(BATCH, (hi if checking else lo) - n)
         raw = pread(k * ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * n)
         if nb is not None:
             nb.items(np.frombuffer(raw, np.uint8), k, n, hash_slot_num, slot_of, max(limit, 0),
-                     0 if last_phy is None else last_phy, last_phy is not None, todo, out)
+                     0 if last_phy is None else last_phy, last_phy is not None, todo if checking else 0, out)
         else:
-            _items_numpy(raw, k, n, hash_slot_num, slot_of, max(limit, 0), last_phy, out)
+            _items_numpy(raw, k, n, hash_slot_num, slot_of, max(limit, 0), last_phy, out, checking)
         for bit, j in ((CYCLE, 0), (BUCKET, 1), (TIME, 2), (PHY, 3)):
-            if todo & bit and out[j] >= 0:
+            if checking and todo & bit and out[j] >= 0:
                 todo &= ~bit
-                findings.append(_item_finding(p, bit, raw, int(out[j]), n, slots_end, slot_of, limit, int(out[4])))
+                hits.append((n + int(out[j]), bit,
+                             _item_finding(p, bit, raw, int(out[j]), n, slots_end, slot_of, limit, int(out[4]))))
         last_phy = int(out[5])
         n += k
     return slot_of
@@ -159,16 +206,21 @@ CYCLE, BUCKET, TIME, PHY = 1, 2, 4, 8      # the item checks, each reported at i
 KINDS = CYCLE | BUCKET | TIME | PHY
 
 
-def _items_numpy(raw: bytes, k: int, n: int, hash_slot_num: int, slot_of, limit: int, last_phy, out) -> None:
-    """rmqctl.kernels.index_nb.items in numpy, for every check: out[0..3] the batch position of each check's first
-    offender (-1: none), out[4] the phyOffset before the out-of-order one, out[5] the batch's last phyOffset."""
+def _items_numpy(raw: bytes, k: int, n: int, hash_slot_num: int, slot_of, limit: int, last_phy, out,
+                 checking: bool = True) -> None:
+    """rmqctl.kernels.index_nb.items in numpy, for every check (none unless `checking`): out[0..3] the batch
+    position of each check's first offender (-1: none), out[4] the phyOffset before the out-of-order one, out[5]
+    the batch's last phyOffset."""
     import numpy as np
 
     a = np.frombuffer(raw, dtype=numpy_dtype(ixf.IndexItem))
-    pre_no = a["pre_index_no"]
-    nums = np.arange(n, n + k)
     slot_of[n:n + k] = a["key_hash"].astype(np.int64) % hash_slot_num
     out[:4] = -1
+    out[5] = a["phy_offset"][-1]
+    if not checking:
+        return
+    pre_no = a["pre_index_no"]
+    nums = np.arange(n, n + k)
     bad = np.nonzero((pre_no < 0) | (pre_no >= nums))[0]
     if bad.size:
         out[0] = bad[0]
@@ -187,7 +239,6 @@ def _items_numpy(raw: bytes, k: int, n: int, hash_slot_num: int, slot_of, limit:
     badp = np.nonzero(phys < prev)[0]
     if badp.size:
         out[3], out[4] = badp[0], prev[badp[0]]
-    out[5] = phys[-1]
 
 
 def _item_finding(p, kind: int, raw: bytes, i: int, n: int, slots_end: int, slot_of, limit: int, before: int):
