@@ -759,3 +759,64 @@ def test_index_file_in_pieces_reports_as_one_process(synthetic, tmp_path, monkey
             assert report(jobs) == one
             assert not parts        # the pieces ran in the workers, none again in the parent
             assert len(planned[-1]) == jobs and all(p is not None for _i, p in planned[-1])
+
+
+@pytest.mark.parametrize("cq_flips", [(), ((5, 0x40), (333, 0x01), (1000, 0x80), (77, 0x10)),
+                                      ((1, 0x40), (2, 0x40), (4, 0x40), (9, 0x40), (10, 0x40))])   # three queues
+def test_queue_checks_in_workers_report_as_one_process(synthetic, tmp_path, monkeypatch, cq_flips):
+    """verify -j checks the consume queues after the walk in workers too (from QUEUE_CHECK_UNITS units; 0 here),
+    in spans of queues: the same report as -j 1, clean and with damaged units; and a span whose worker fails is
+    checked again by the parent, with the same report."""
+    import os
+
+    from rmqctl.check import queues_many, run
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    cfg = dict(mappedFileSizeCommitLog=32 * 1024, mappedFileSizeConsumeQueue=64 * 20, maxHashSlotNum=512,
+               maxIndexNum=2048)
+    root = F.copy_store(synthetic, tmp_path / "s")
+    damage(root, (), cq_flips, 32 * 1024)
+    monkeypatch.setattr(run, "QUEUE_CHECK_UNITS", 0)
+    spans: list = []
+    real_spans = run._queue_spans
+    monkeypatch.setattr(run, "_queue_spans", lambda *a: spans.append(real_spans(*a)) or spans[-1])
+
+    def report(jobs):
+        store = Store.open(root, StoreConfig().with_values(cfg), check_supported=False)
+        spans.clear()
+        rep = run.verify_store(store, jobs=jobs)
+        rep.stats.pop("seconds")
+        return [asdict(f) for f in rep.findings], rep.stats
+
+    one = report(1)
+    assert not spans
+    assert bool(cq_flips) == any(f["check"].startswith("cq.") for f in one[0])     # the damage is seen
+    for jobs in (2, 3):
+        assert report(jobs) == one
+        assert len(spans) == 1 and len(spans[0]) > 2
+    parent, real = os.getpid(), queues_many.check_queues
+
+    def fails_in_workers(*a, **k):
+        if os.getpid() != parent:
+            raise OSError("a worker's trouble")
+        return real(*a, **k)
+
+    monkeypatch.setattr(queues_many, "check_queues", fails_in_workers)
+    assert report(2) == one
+
+
+def test_queue_spans_cover_the_queues_in_order():
+    from rmqctl.check import run
+    from rmqctl.check.commitlog_results import QueueTrack
+
+    queues = [("T", q) for q in range(50)]
+    tracks = {}
+    for q in range(0, 50, 3):
+        tracks[("T", q)] = t = QueueTrack.__new__(QueueTrack)
+        t.count = 1000 * (q % 7)
+    for parts in (1, 2, 7, 50, 200):
+        spans = run._queue_spans(queues, tracks, parts)
+        assert spans[0][0] == 0 and spans[-1][1] == 50
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(spans, spans[1:]))
+        assert len(spans) <= min(parts, 50) + 1

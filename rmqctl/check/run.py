@@ -150,6 +150,77 @@ def _scan_parallel(args: list, jobs: int, progress, est: list | None = None, sid
     return [clc.merge_ranges(a[0], p) for a, p in zip(args, parts)], side_results
 
 
+# after the walk, verify -j checks the consume queues in workers too, in contiguous groups of queues (a fresh pool:
+# the walk's results reach it by fork), once the queues hold this many units in all (the commitlog pass's count),
+# each queue counted QUEUE_UNITS more for its files and its fixed work (measured: ~25 ns a unit, ~30 us a queue);
+# below it the pool's start (~10 ms) costs more than it saves
+QUEUE_CHECK_UNITS = 1 << 20
+QUEUE_UNITS = 1000
+_AFTER: dict = {}    # what the queue-check jobs read, set before their pool forks
+
+
+def _queues_job(span: tuple):
+    """check_queues over queues[lo:hi]: (results, findings), or None when it fails (the parent then checks those
+    queues itself, and an error reaches the user as it would without -j)."""
+    from rmqctl.check.queues_many import check_queues
+
+    store, queues, cq_file_size, tracks, cl_min, cl_end, scanned, cl_gaps = _AFTER["queues"]
+    found: list = []
+    try:
+        return check_queues(store, queues[span[0]:span[1]], cq_file_size, tracks, cl_min, cl_end, found, scanned,
+                            cl_gaps), found
+    except Exception:
+        return None
+
+
+def _queue_spans(queues: list, tracks: dict, parts: int) -> list:
+    """`queues` cut into about `parts` contiguous spans of about equal work: each queue's units (by the commitlog
+    pass) and QUEUE_UNITS."""
+    weight = [tracks[k].count + QUEUE_UNITS if k in tracks else QUEUE_UNITS for k in queues]
+    total = sum(weight)
+    spans, lo, acc = [], 0, 0
+    for i, w in enumerate(weight):
+        acc += w
+        if acc * parts >= total * (len(spans) + 1) and i + 1 < len(queues):
+            spans.append((lo, i + 1))
+            lo = i + 1
+    spans.append((lo, len(queues)))
+    return spans
+
+
+def _check_queues(store, queues: list, cq_file_size: int, tracks: dict, cl_min: int, cl_end: int, findings: list,
+                  scanned: bool, cl_gaps, jobs: int) -> dict:
+    """queues_many.check_queues, by `jobs` processes when the queues hold enough units: the same results and the
+    same findings in the same order (each span's, in queue order)."""
+    import gc
+
+    from rmqctl.check.queues_many import check_queues
+
+    args = (cq_file_size, tracks, cl_min, cl_end)
+    if jobs <= 1 or len(queues) < 2 or \
+            sum(t.count for t in tracks.values()) + QUEUE_UNITS * len(queues) < QUEUE_CHECK_UNITS:
+        return check_queues(store, queues, *args, findings, scanned, cl_gaps)
+    import multiprocessing as mp
+
+    spans = _queue_spans(queues, tracks, 4 * jobs)
+    _AFTER["queues"] = (store, queues, *args, scanned, cl_gaps)
+    gc.freeze()
+    try:
+        with mp.get_context("fork").Pool(min(jobs, len(spans))) as pool:
+            got = pool.map(_queues_job, spans)
+    finally:
+        _AFTER.clear()
+        gc.unfreeze()
+    out: dict = {}
+    for (lo, hi), g in zip(spans, got):
+        if g is None:
+            g = ({}, [])
+            g[0].update(check_queues(store, queues[lo:hi], *args, g[1], scanned, cl_gaps))
+        out.update(g[0])
+        findings.extend(g[1])
+    return out
+
+
 def _merge_tracks(tracks: dict, fr: clc.FileResult, continuous: bool) -> None:
     """continuous: the previous file ended with its BLANK record and this file follows it directly,
     so queue offsets must continue (otherwise the jump is a consequence of a reported problem)."""
@@ -402,11 +473,9 @@ def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_
         if "config" in areas:
             rkc.check_metadata(store, findings, queue_ranges)
     elif "cq" in areas:
-        from rmqctl.check.queues_many import check_queues
-
         queues = store.queues()
-        for key, qr in check_queues(store, queues, cfg.cq_file_size, tracks, cl_min, cl_end, findings, scanned,
-                                    cl_gaps).items():
+        for key, qr in _check_queues(store, list(queues), cfg.cq_file_size, tracks, cl_min, cl_end, findings, scanned,
+                                     cl_gaps, jobs if scan_map is None else 1).items():
             cq_max_phys = max(cq_max_phys, qr.max_phys_end)
             queue_ranges[key] = (qr.min_valid, qr.valid_end)
         if scanned:
