@@ -223,3 +223,38 @@ def test_auto_with_jobs_decides_by_each_process_share(tmp_path, monkeypatch):
         monkeypatch.setattr(kernels, "_loaded", {})
         VD.expect_walk(store, files, jobs=jobs)
         assert kernels.name() == ("numba" if compiled else "numpy")
+
+
+def test_auto_with_jobs_counts_the_largest_range_a_worker_gets(tmp_path, monkeypatch):
+    """-j N over few large ranges (a store of many queues gets whole files): a worker walks a whole range whatever
+    N is, so the largest range decides when it is above each one's share -- the last file counted up to where its
+    zeros start."""
+    import json
+
+    from rmqctl import kernels
+    from rmqctl.check.commitlog import data_estimate
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    fixture = next(p for p in FIX if p.name == "basic-multifile-v5")
+    F.copy_store(fixture, tmp_path / "f")
+    cfg = json.loads((tmp_path / "f" / "manifest.json").read_text())["store_config"]
+    store = Store.open(tmp_path / "f" / "store", StoreConfig().with_values(cfg))
+    files = store.commitlog.files
+    fsize = store.config.commitlog_file_size
+    assert len(files) > 2
+    sizes = [min(f.size, fsize) for f in files[:-1]] + [data_estimate(str(files[-1].path), fsize)]
+    biggest = max(sizes)
+    monkeypatch.setenv("RMQCTL_KERNEL", "auto")
+    monkeypatch.setattr(VD, "PAYS_AFTER", sum(sizes) // 8 + 1)      # more than a 16th of the walk
+    assert VD.PAYS_AFTER <= biggest
+    for rb, compiled in ((1 << 40, True), (VD.PAYS_AFTER, True), (VD.PAYS_AFTER - 1, False), (None, False)):
+        monkeypatch.setattr(kernels, "_walked", [0])
+        monkeypatch.setattr(kernels, "_loaded", {})
+        VD.expect_walk(store, files, jobs=16, range_bytes=rb)
+        assert kernels.name() == ("numba" if compiled else "numpy"), rb
+    monkeypatch.setattr(VD, "PAYS_AFTER", biggest + 1)      # no range that large
+    monkeypatch.setattr(kernels, "_walked", [0])
+    monkeypatch.setattr(kernels, "_loaded", {})
+    VD.expect_walk(store, files, jobs=16, range_bytes=1 << 40)
+    assert kernels.name() == "numpy"

@@ -820,3 +820,17 @@ def test_queue_spans_cover_the_queues_in_order():
         assert spans[0][0] == 0 and spans[-1][1] == 50
         assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(spans, spans[1:]))
         assert len(spans) <= min(parts, 50) + 1
+
+
+def test_verify_share_is_the_largest_range_when_ranges_are_few():
+    """auto decides by what one worker walks: its share of the data, or a whole range when ranges are few (a store
+    of 8192 queues walks whole files, so one of 16 workers gets a 1 GiB file)."""
+    from rmqctl.check import run
+
+    gib = 1 << 30
+    est = [gib, gib // 8]
+    assert run.walk_share(est, 1, 8192) == sum(est)
+    assert run.walk_share(est, 16, 8192) == gib                   # ranges of 4 GiB: whole files
+    assert run.walk_share(est, 16, 32) == sum(est) // 16           # 32 queues: ranges of about a quarter share
+    assert run.walk_share(est, 2, 32) == sum(est) // 2
+    assert run.walk_share([], 16, 8192) == 0

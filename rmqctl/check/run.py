@@ -47,6 +47,20 @@ def _data_estimates(args: list) -> list:
     return [clc.data_estimate(path, min(size, ctx.file_size)) for ctx, path, _, size in args]
 
 
+def _range_size(est: list, jobs: int, queues: int) -> int:
+    """The bytes of a commitlog range of verify -j (each file's data `est`): about a quarter of each worker's
+    share, within [MIN_RANGE, RANGE_BYTES]; larger with many queues."""
+    return max(min(RANGE_BYTES, max(MIN_RANGE, sum(est) // (4 * jobs))), queues * QUEUE_RANGE_BYTES)
+
+
+def walk_share(est: list, jobs: int, queues: int) -> int:
+    """About how many bytes of records one process of verify -j walks: its share of the data, or the largest range
+    when ranges are few (a store of many queues walks whole files: each of 16 workers may get a 1 GiB file)."""
+    if jobs <= 1:
+        return sum(est)
+    return max(sum(est) // jobs, min(_range_size(est, jobs, queues), max(est, default=0)))
+
+
 def _range_job(args):
     ctx, path, start, size, lo, hi = args
     return clc.scan_range(ctx, path, start, size, lo, hi)
@@ -126,7 +140,7 @@ def _scan_parallel(args: list, jobs: int, progress, est: list | None = None, sid
     # larger with many queues
     if est is None:
         est = _data_estimates(args)
-    rb = max(min(RANGE_BYTES, max(MIN_RANGE, sum(est) // (4 * jobs))), queues * QUEUE_RANGE_BYTES)
+    rb = _range_size(est, jobs, queues)
     tasks, owner = [], []
     for k, (ctx, path, start, size) in enumerate(args):
         pieces = max(1, -(-est[k] // rb))
@@ -414,7 +428,7 @@ def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_
             from rmqctl import kernels
 
             est = _data_estimates(args)
-            kernels.expect(sum(est) // max(1, jobs))
+            kernels.expect(walk_share(est, jobs, len(store.queues())))
         if scan_map is not None:
             results = list(scan_map(args))
         else:

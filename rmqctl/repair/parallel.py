@@ -385,13 +385,14 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
     visited = _visited(store, files, start, end)
     if not visited:
         return
-    vecdispatch.expect_walk(store, files, start, end, jobs)   # auto: numba loaded here, before the fork
+    rb = range_bytes(len(store.queues()))
+    vecdispatch.expect_walk(store, files, start, end, jobs, rb)   # auto: numba loaded here, before the fork
     nb = vecdispatch.rebuild_kernel()
     if nb is not None:
         nb.warm()           # the compiled dispatch loaded once, inherited by the workers
     global _SPEC
     _SPEC = {"visited": visited, "sink": sink, "kw": kw}
-    tasks = _tasks(visited, range_bytes(len(store.queues())))
+    tasks = _tasks(visited, rb)
     ahead = 2 * jobs
     pool = mp.get_context("fork").Pool(jobs)
     try:

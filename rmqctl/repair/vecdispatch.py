@@ -105,21 +105,32 @@ def window_size() -> int:
     return NB_WINDOW if rebuild_kernel() is not None else WINDOW
 
 
-def expect_walk(store, files, start=None, end=None, jobs: int = 1) -> None:
+def expect_walk(store, files, start=None, end=None, jobs: int = 1, range_bytes: int | None = None) -> None:
     """Tell the kernel choice (RMQCTL_KERNEL=auto) how many bytes a pass over [start, end) will walk, shared by
-    `jobs` processes: what decides is each one's share, as for verify (on 16 cores a 3 GiB rebuild finished
-    sooner on numpy workers than after numba's load in the parent, measured)."""
+    `jobs` processes in ranges of `range_bytes` at most: what decides is each one's share, as for verify (on 16
+    cores a 3 GiB rebuild finished sooner on numpy workers than after numba's load in the parent, measured), or
+    the largest range a process may get when ranges are few (many queues: whole files)."""
     from rmqctl.kernels import expect_walk as expect
 
     fsize = store.config.commitlog_file_size
-    n = 0
+    n = biggest = 0
     for f in files:
         lo = f.start if start is None else max(f.start, start)
         hi = f.start + min(f.size, fsize)
         if end is not None:
             hi = min(hi, end)
         n += max(0, hi - lo)
-    expect(n // max(1, jobs), PAYS_AFTER)
+        biggest = max(biggest, hi - lo)
+    share = n // max(1, jobs)
+    if jobs > 1 and range_bytes and share < PAYS_AFTER <= min(range_bytes, biggest):
+        # every file but the last is full: the last one's records end where its zeros start
+        from rmqctl.check.commitlog import data_estimate
+
+        last = files[-1]
+        tail = data_estimate(str(last.path), min(last.size, fsize)) - max(0, (start or 0) - last.start)
+        biggest = max([tail] + [min(f.size, fsize) for f in files[:-1]])
+        share = max(share, min(range_bytes, biggest))
+    expect(share, PAYS_AFTER)
 
 
 # --------------------------------------------------------------------------------------------------
