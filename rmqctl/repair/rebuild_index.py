@@ -20,6 +20,7 @@ deterministic, so an interrupted run that is re-run converges on the same names.
 """
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -97,6 +98,23 @@ def _jhash(s: str) -> int:
     return 0 if h >= (1 << 31) else h
 
 
+def write_all(fd: int, views: list, pos: int) -> None:
+    """Write the byte arrays one after the other at pos, IOV_MAX at a time, retrying short writes."""
+    i, limit = 0, min(1024, os.sysconf("SC_IOV_MAX"))
+    while i < len(views):
+        group = views[i:i + limit]
+        n = os.pwritev(fd, group, pos)
+        if n <= 0 and any(len(v) for v in group):
+            raise OSError(errno.EIO, "the index file took no bytes")
+        pos += n
+        while group and n >= len(group[0]):
+            n -= len(group[0])
+            group.pop(0)
+            i += 1
+        if group and n:
+            views[i] = group[0][n:]
+
+
 class IndexFileBuilder:
     """One index file under construction, written to `path` (sparse: only touched pages)."""
 
@@ -156,7 +174,7 @@ class IndexFileBuilder:
                 self.begin_phy, self.begin_ts = int(phy[0]), int(ts[0])
             out, added = nb.put_keys(self.slots, self.S, h, phy, ts, n0, b0, self.begin_ts)
             self.hash_slot_count += added
-            self._buf.append(out.tobytes())
+            self._buf.append(out)
             self._after_put(k, phy, ts)
             return
         nums = n0 + np.arange(k, dtype=np.int64)
@@ -184,7 +202,7 @@ class IndexFileBuilder:
         d = np.where(begin <= 0, 0, np.minimum(d, INT_MAX))
         items = np.empty(k, _ITEM_DT)
         items["h"], items["phy"], items["diff"], items["pre"] = h, phy, d, pre
-        self._buf.append(items.tobytes())
+        self._buf.append(items)
         self._after_put(k, phy, ts)
 
     def _after_put(self, k, phy, ts) -> None:
@@ -196,11 +214,11 @@ class IndexFileBuilder:
 
     def _flush_items(self) -> None:
         if self._buf:
+            # the items' arrays as they are, gathered by the kernel (no joined copy of them)
+            import numpy as np
+
             pos = self._items_base + ixf.ITEM_SIZE * self._buf_first
-            view = memoryview(b"".join(self._buf))
-            while view:
-                n = os.pwrite(self._fd, view, pos)
-                view, pos = view[n:], pos + n
+            write_all(self._fd, [b.view(np.uint8) for b in self._buf], pos)
             self._buf_first += self._buf_items
             self._buf, self._buf_items = [], 0
 
