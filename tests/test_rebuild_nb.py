@@ -258,3 +258,12 @@ def test_auto_with_jobs_counts_the_largest_range_a_worker_gets(tmp_path, monkeyp
     monkeypatch.setattr(kernels, "_loaded", {})
     VD.expect_walk(store, files, jobs=16, range_bytes=1 << 40)
     assert kernels.name() == "numpy"
+    # only the last file walked (recover from a checkpoint there): the files before it count for nothing
+    last = sizes[-1]
+    assert 0 < last < biggest
+    for pays_after, compiled in ((last + 1, False), (last, True)):
+        monkeypatch.setattr(VD, "PAYS_AFTER", pays_after)
+        monkeypatch.setattr(kernels, "_walked", [0])
+        monkeypatch.setattr(kernels, "_loaded", {})
+        VD.expect_walk(store, files, start=files[-1].start, jobs=16, range_bytes=1 << 40)
+        assert kernels.name() == ("numba" if compiled else "numpy"), pays_after

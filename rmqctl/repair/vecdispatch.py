@@ -113,23 +113,22 @@ def expect_walk(store, files, start=None, end=None, jobs: int = 1, range_bytes: 
     from rmqctl.kernels import expect_walk as expect
 
     fsize = store.config.commitlog_file_size
-    n = biggest = 0
+    spans = []
     for f in files:
         lo = f.start if start is None else max(f.start, start)
         hi = f.start + min(f.size, fsize)
         if end is not None:
             hi = min(hi, end)
-        n += max(0, hi - lo)
-        biggest = max(biggest, hi - lo)
-    share = n // max(1, jobs)
-    if jobs > 1 and range_bytes and share < PAYS_AFTER <= min(range_bytes, biggest):
+        spans.append(max(0, hi - lo))
+    share = sum(spans) // max(1, jobs)
+    if jobs > 1 and range_bytes and spans and share < PAYS_AFTER <= min(range_bytes, max(spans)):
         # every file but the last is full: the last one's records end where its zeros start
         from rmqctl.check.commitlog import data_estimate
 
         last = files[-1]
-        tail = data_estimate(str(last.path), min(last.size, fsize)) - max(0, (start or 0) - last.start)
-        biggest = max([tail] + [min(f.size, fsize) for f in files[:-1]])
-        share = max(share, min(range_bytes, biggest))
+        lo = last.start if start is None else max(last.start, start)
+        spans[-1] = min(spans[-1], max(0, last.start + data_estimate(str(last.path), min(last.size, fsize)) - lo))
+        share = max(share, min(range_bytes, max(spans)))
     expect(share, PAYS_AFTER)
 
 
