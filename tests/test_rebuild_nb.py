@@ -199,19 +199,25 @@ def test_auto_uses_the_compiled_dispatch_for_big_walks_only(tmp_path, monkeypatc
         assert kernels.name() == ("numba" if compiled else "numpy")
 
 
-def test_auto_with_jobs_decides_by_each_process_share(tmp_path, monkeypatch):
-    """-j N: the walk is shared, so auto loads numba in the parent only when each worker's share pays it back
-    (past PAYS_AFTER); the same walk in one process does load it."""
+def _multifile_store(tmp_path):
+    """A copy of the basic-multifile-v5 fixture, opened with its broker's config."""
     import json
 
-    from rmqctl import kernels
     from rmqctl.store.config import StoreConfig
     from rmqctl.store.layout import Store
 
     fixture = next(p for p in FIX if p.name == "basic-multifile-v5")
     F.copy_store(fixture, tmp_path / "f")
     cfg = json.loads((tmp_path / "f" / "manifest.json").read_text())["store_config"]
-    store = Store.open(tmp_path / "f" / "store", StoreConfig().with_values(cfg))
+    return Store.open(tmp_path / "f" / "store", StoreConfig().with_values(cfg))
+
+
+def test_auto_with_jobs_decides_by_each_process_share(tmp_path, monkeypatch):
+    """-j N: the walk is shared, so auto loads numba in the parent only when each worker's share pays it back
+    (past PAYS_AFTER); the same walk in one process does load it."""
+    from rmqctl import kernels
+
+    store = _multifile_store(tmp_path)
     files = store.commitlog.files
     fsize = store.config.commitlog_file_size
     total = sum(min(f.size, fsize) for f in files)
@@ -229,17 +235,10 @@ def test_auto_with_jobs_counts_the_largest_range_a_worker_gets(tmp_path, monkeyp
     """-j N over few large ranges (a store of many queues gets whole files): a worker walks a whole range whatever
     N is, so the largest range decides when it is above each one's share -- the last file counted up to where its
     zeros start."""
-    import json
-
     from rmqctl import kernels
     from rmqctl.check.commitlog import data_estimate
-    from rmqctl.store.config import StoreConfig
-    from rmqctl.store.layout import Store
 
-    fixture = next(p for p in FIX if p.name == "basic-multifile-v5")
-    F.copy_store(fixture, tmp_path / "f")
-    cfg = json.loads((tmp_path / "f" / "manifest.json").read_text())["store_config"]
-    store = Store.open(tmp_path / "f" / "store", StoreConfig().with_values(cfg))
+    store = _multifile_store(tmp_path)
     files = store.commitlog.files
     fsize = store.config.commitlog_file_size
     assert len(files) > 2

@@ -709,17 +709,29 @@ def test_equal_with_many_queues(tmp_path, monkeypatch, cache):
     _cq_equal(root, 4 * 20, 32 * 1024)
 
 
+SYNTHETIC_CONFIG = dict(mappedFileSizeCommitLog=32 * 1024, mappedFileSizeConsumeQueue=64 * 20, maxHashSlotNum=512,
+                        maxIndexNum=2048)
+
+
+def _report(root, cfg: dict, jobs: int):
+    """verify's findings (as dicts) and stats, its timing left out."""
+    from rmqctl.check import run
+    from rmqctl.store.config import StoreConfig
+    from rmqctl.store.layout import Store
+
+    rep = run.verify_store(Store.open(root, StoreConfig().with_values(cfg), check_supported=False), jobs=jobs)
+    rep.stats.pop("seconds")
+    return [asdict(f) for f in rep.findings], rep.stats
+
+
 def test_index_file_in_pieces_reports_as_one_process(synthetic, tmp_path, monkeypatch):
     """verify -j checks a large index file in pieces across workers (INDEX_PIECE_ITEMS made tiny here): the same
     report as -j 1, clean and with items damaged in several pieces (a chain into a newer item, a time outside the
     file's span, items out of commitlog order, a slot whose head is another slot's)."""
     from rmqctl.check import index as ixc
     from rmqctl.check import run
-    from rmqctl.store.config import StoreConfig
-    from rmqctl.store.layout import Store
 
-    cfg = dict(mappedFileSizeCommitLog=32 * 1024, mappedFileSizeConsumeQueue=64 * 20, maxHashSlotNum=512,
-               maxIndexNum=2048)
+    cfg = SYNTHETIC_CONFIG
     monkeypatch.setattr(ixc, "BATCH", 4)
     monkeypatch.setattr(run, "INDEX_PIECE_ITEMS", 8)
     parts: list = []
@@ -744,11 +756,8 @@ def test_index_file_in_pieces_reports_as_one_process(synthetic, tmp_path, monkey
             idx.write_bytes(bytes(data))
 
         def report(jobs, root=root):
-            store = Store.open(root, StoreConfig().with_values(cfg), check_supported=False)
             parts.clear()
-            rep = run.verify_store(store, jobs=jobs)
-            rep.stats.pop("seconds")
-            return [asdict(f) for f in rep.findings], rep.stats
+            return _report(root, cfg, jobs)
 
         one = report(1)
         codes = {f["check"] for f in one[0]}
@@ -770,11 +779,8 @@ def test_queue_checks_in_workers_report_as_one_process(synthetic, tmp_path, monk
     import os
 
     from rmqctl.check import queues_many, run
-    from rmqctl.store.config import StoreConfig
-    from rmqctl.store.layout import Store
 
-    cfg = dict(mappedFileSizeCommitLog=32 * 1024, mappedFileSizeConsumeQueue=64 * 20, maxHashSlotNum=512,
-               maxIndexNum=2048)
+    cfg = SYNTHETIC_CONFIG
     root = F.copy_store(synthetic, tmp_path / "s")
     damage(root, (), cq_flips, 32 * 1024)
     monkeypatch.setattr(run, "QUEUE_CHECK_UNITS", 0)
@@ -783,11 +789,8 @@ def test_queue_checks_in_workers_report_as_one_process(synthetic, tmp_path, monk
     monkeypatch.setattr(run, "_queue_spans", lambda *a: spans.append(real_spans(*a)) or spans[-1])
 
     def report(jobs):
-        store = Store.open(root, StoreConfig().with_values(cfg), check_supported=False)
         spans.clear()
-        rep = run.verify_store(store, jobs=jobs)
-        rep.stats.pop("seconds")
-        return [asdict(f) for f in rep.findings], rep.stats
+        return _report(root, cfg, jobs)
 
     one = report(1)
     assert not spans

@@ -11,6 +11,8 @@ CYCLE, BUCKET, TIME, PHY = 1, 2, 4, 8       # the checks still to report (each r
 ITEM = 20                                   # keyHash i32, phyOffset i64, timeDiff i32, prevIndex i32 (big-endian)
 
 
+# the big-endian readers are walk_nb's, repeated: numba stamps each file's compile cache by that file alone, so a
+# kernel file holds every function it compiles (a helper imported from another file could change under a cache)
 @njit(cache=True, nogil=True, inline="always")
 def _i32(b, p):
     v = (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8) | np.int64(b[p + 3])

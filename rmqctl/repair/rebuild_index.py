@@ -105,7 +105,7 @@ def write_all(fd: int, views: list, pos: int) -> None:
         group = views[i:i + limit]
         n = os.pwritev(fd, group, pos)
         if n <= 0 and any(len(v) for v in group):
-            raise OSError(errno.EIO, "the index file took no bytes")
+            raise OSError(errno.EIO, "a write took no bytes")
         pos += n
         while group and n >= len(group[0]):
             n -= len(group[0])
@@ -214,7 +214,7 @@ class IndexFileBuilder:
 
     def _flush_items(self) -> None:
         if self._buf:
-            # the items' arrays as they are, gathered by the kernel (no joined copy of them)
+            # written from the items' arrays themselves in one gathered write, not joined into a copy first
             import numpy as np
 
             pos = self._items_base + ixf.ITEM_SIZE * self._buf_first
