@@ -236,7 +236,7 @@ def test_auto_with_jobs_counts_the_largest_range_a_worker_gets(tmp_path, monkeyp
     N is, so the largest range decides when it is above each one's share -- the last file counted up to where its
     zeros start."""
     from rmqctl import kernels
-    from rmqctl.check.commitlog import data_estimate
+    from rmqctl.store.commitlog import data_estimate
 
     store = _multifile_store(tmp_path)
     files = store.commitlog.files

@@ -25,9 +25,9 @@ import os
 
 from rmqctl.check.commitlog_results import FileResult, QueueTrack, ScanContext  # noqa: F401  (re-exported)
 from rmqctl.check.findings import ERROR, Finding
-from rmqctl.errors import IOFailure
 from rmqctl.resync import first_record as _first_record
 from rmqctl.resync import split_points  # noqa: F401  (re-exported: check.run and the tests split with it)
+from rmqctl.store.commitlog import data_estimate  # noqa: F401  (re-exported: check.run sizes its work with it)
 from rmqctl.store.files import open_read
 
 
@@ -62,29 +62,6 @@ def scan_range(ctx: ScanContext, path: str, start: int, size: int, lo: int = 0, 
 
         RangeScan(ctx, res, fd, begin, end, limit).run()
         return res
-    finally:
-        os.close(fd)
-
-
-def data_estimate(path: str, size: int, block: int = 4096) -> int:
-    """About how many bytes of a commitlog file hold records: the broker fills a file front to back, so they end
-    where the zeros start, found by bisection on `block`-sized pieces (~20 reads). Only sizes the work (which
-    kernel, how many ranges); the walk itself decides where the records end."""
-    try:
-        fd = open_read(path)
-    except (OSError, IOFailure):    # the walk reports it
-        return 0
-    try:
-        lo, hi = 0, -(-size // block)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if os.pread(fd, block, mid * block).strip(b"\0"):
-                lo = mid + 1
-            else:
-                hi = mid
-        return min(size, lo * block)
-    except OSError:     # unreadable here: the walk reports it
-        return 0
     finally:
         os.close(fd)
 

@@ -23,7 +23,7 @@ from rmqctl.formats import properties as P
 from rmqctl.formats.properties import parse_properties
 from rmqctl.scan import BLANK_RECORD
 from rmqctl.scanvec import walk_file
-from rmqctl.store.commitlog import FileEnd, open_ro
+from rmqctl.store.commitlog import FileEnd, data_estimate, open_ro
 
 _M32 = np.uint64(0xFFFFFFFF)
 _POW31: np.ndarray | None = None
@@ -123,8 +123,6 @@ def expect_walk(store, files, start=None, end=None, jobs: int = 1, range_bytes: 
     share = sum(spans) // max(1, jobs)
     if jobs > 1 and range_bytes and spans and share < PAYS_AFTER <= min(range_bytes, max(spans)):
         # every file but the last is full: the last one's records end where its zeros start
-        from rmqctl.check.commitlog import data_estimate
-
         last = files[-1]
         lo = last.start if start is None else max(last.start, start)
         spans[-1] = min(spans[-1], max(0, last.start + data_estimate(str(last.path), min(last.size, fsize)) - lo))
