@@ -72,12 +72,8 @@ _NB: dict = {}
 
 
 def preload() -> None:
-    """Load the numba kernel's verify checks (the index files' too) now when it is in use (before verify's
-    workers fork)."""
-    if _nb_batch() is not None:
-        from rmqctl.kernels import index_kernel
-
-        index_kernel()
+    """Load the numba kernel's verify checks now when it is in use (before verify's workers fork)."""
+    _nb_batch()
 
 
 # store root (as ScanContext.root) -> the (topic, queue id) whose directory the store's listing reached through no

@@ -136,6 +136,10 @@ def _scan_parallel(args: list, jobs: int, progress, est: list | None = None, sid
     from rmqctl.check.commitlog_batch import preload
 
     preload()   # the numba kernel's verify checks too, when it is in use
+    if side:    # the index files' checks: compiled beside a compiled walk (kernels.index_kernel)
+        from rmqctl.kernels import index_kernel
+
+        index_kernel()
     # ranges of about a quarter of each worker's share of the data (balance), within [MIN_RANGE, RANGE_BYTES];
     # larger with many queues
     if est is None:
@@ -488,7 +492,7 @@ def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_
             rkc.check_metadata(store, findings, queue_ranges)
     elif "cq" in areas:
         queues = store.queues()
-        for key, qr in _check_queues(store, list(queues), cfg.cq_file_size, tracks, cl_min, cl_end, findings, scanned,
+        for key, qr in _check_queues(store, queues, cfg.cq_file_size, tracks, cl_min, cl_end, findings, scanned,
                                      cl_gaps, jobs if scan_map is None else 1).items():
             cq_max_phys = max(cq_max_phys, qr.max_phys_end)
             queue_ranges[key] = (qr.min_valid, qr.valid_end)

@@ -122,9 +122,9 @@ def expect_walk(store, files, start=None, end=None, jobs: int = 1, range_bytes: 
         spans.append(max(0, hi - lo))
     share = sum(spans) // max(1, jobs)
     if jobs > 1 and range_bytes and spans and share < PAYS_AFTER <= min(range_bytes, max(spans)):
-        # every file but the last is full: the last one's records end where its zeros start
+        # every file but the last is full: the last one's records end where its zeros start (lo: where the walk
+        # enters it, from the loop)
         last = files[-1]
-        lo = last.start if start is None else max(last.start, start)
         spans[-1] = min(spans[-1], max(0, last.start + data_estimate(str(last.path), min(last.size, fsize)) - lo))
         share = max(share, min(range_bytes, max(spans)))
     expect(share, PAYS_AFTER)
