@@ -22,6 +22,13 @@ def goes_to_consume_queue(sys_flag: int) -> bool:
     return t == cl.TRANSACTION_NOT_TYPE or t == cl.TRANSACTION_COMMIT_TYPE
 
 
+def names_a_directory(topic: str) -> bool:
+    """Whether a topic can name its consume-queue directory (consumequeue/<topic>/): one path component with no
+    NUL byte. Only damage to a record's topic bytes (no CRC covers them) gives another name; the broker's
+    dispatch of such a record then fails (no file can be created) or writes where its own load never looks."""
+    return topic not in ("", ".", "..") and "/" not in topic and "\0" not in topic
+
+
 def goes_to_index(sys_flag: int) -> bool:
     """NOT, PREPARED and COMMIT are indexed; ROLLBACK is not."""
     return (sys_flag & cl.TRANSACTION_MASK) != cl.TRANSACTION_ROLLBACK_TYPE

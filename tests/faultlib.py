@@ -38,7 +38,7 @@ __all__ = [
     "flip_body_bit", "flip_header_bit", "flip_property_bit", "torn_tail", "zero_page",
     "stale_record_after_end", "remove_middle_commitlog", "zero_length_last_file",
     "cq_unit_wrong_offset", "cq_ahead", "cq_behind", "index_chain_cycle", "checkpoint_garbage",
-    "truncate_config", "hold_lock", "make_store", "crc_zero_body",
+    "truncate_config", "hold_lock", "make_store", "crc_zero_body", "damage_topic",
 ]
 
 
@@ -175,6 +175,18 @@ def flip_property_bit(root, rec: RecordRef | None = None) -> Injected:
     rec = rec or pick_record(root, props=True)
     _xor_byte(rec.path, rec.props_pos, 0x80)
     return Injected(rec.path, rec.offset, "bit flip in properties")
+
+
+def damage_topic(root, rec: RecordRef | None = None, *, index: int = -2, to: bytes = b"\0") -> Injected:
+    """Overwrite one byte of a record's topic (no CRC covers it): the record stays valid and names a topic
+    that cannot be a directory (a NUL byte, a '/'). The topic bytes end 2 bytes before the properties."""
+    rec = rec or pick_record(root)
+    raw = rec.topic.encode()
+    pos = rec.props_pos - 2 - len(raw) + (index % len(raw))
+    with open(rec.path, "r+b") as f:
+        f.seek(pos)
+        f.write(to)
+    return Injected(rec.path, rec.offset, f"topic byte {index % len(raw)} set to {to!r}")
 
 
 def torn_tail(root, *, keep: int = 24) -> Injected:

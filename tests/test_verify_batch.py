@@ -269,6 +269,17 @@ def test_equal_under_damage(synthetic, cl_flips, cq_flips, cut, pieces):
         _check_root(root, 32 * 1024, 64 * 20, DELAYS, pieces=(pieces,))
 
 
+@pytest.mark.parametrize("to", [b"\0", b"/"], ids=["nul", "slash"])
+def test_equal_with_a_topic_no_directory_can_have(synthetic, tmp_path, to):
+    """A damaged topic byte (found by test_equal_under_damage): the record stays valid, its queue cannot exist."""
+    root = Path(shutil.copytree(synthetic, tmp_path / "store"))
+    rec = next(r for r in F.commitlog_records(root)[200:]
+               if b"__CRC32#" not in r.path.read_bytes()[r.props_pos:r.props_pos + r.props_len])
+    F.damage_topic(root, rec, to=to)
+    assert {r.offset: r.topic for r in F.commitlog_records(root)}[rec.offset] != rec.topic
+    _check_root(root, 32 * 1024, 64 * 20, DELAYS, pieces=(2, 3))
+
+
 def _edit_props(data: bytearray, r, how: str) -> None:
     """Property edits the body CRC does not see (records with a __CRC32# tail would stop the walk)."""
     a, z = r.props_pos, r.props_pos + r.props_len

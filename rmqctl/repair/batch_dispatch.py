@@ -61,9 +61,42 @@ def dispatch_segments(store, files, segments, validated_from, states, rebuilder,
 
 
 def new_queue_state(store, staging, topic, qid):
+    if not D.names_a_directory(topic):
+        return Undispatchable(topic, qid)
     st = QS.empty_state(store, topic, qid)
     st.stage_dir = Path(staging).joinpath("cq", topic, str(qid))
     return st
+
+
+class Undispatchable:
+    """A queue whose topic cannot name a directory (rmqctl.dispatch.names_a_directory): its units are counted
+    and no file is planned. Taken out of the states when the dispatch is over (take_undispatchable)."""
+
+    base = ext = stage_dir = None
+    batch_cq = False
+
+    def __init__(self, topic: str, queue_id: int):
+        self.topic, self.queue_id = topic, queue_id
+        self.max_phys, self.end, self.added, self.units = -1, 0, 0, 0
+
+    def put(self, *_a, **_k) -> None:
+        self.units += 1
+
+    def put_many(self, phys, *_a) -> None:
+        self.units += len(phys)
+
+
+def take_undispatchable(states: dict, notes: list) -> dict:
+    """Removes the Undispatchable queues from `states`; a note names their topics. Returns {topic: units}."""
+    gone: dict = {}
+    for k in [k for k, st in states.items() if isinstance(st, Undispatchable)]:
+        st = states.pop(k)
+        gone[st.topic] = gone.get(st.topic, 0) + st.units
+    if gone:
+        notes.append(f"{sum(gone.values())} consume-queue unit(s) not dispatched: their topic name cannot be a "
+                     "consume-queue directory (damaged topic bytes, which no CRC covers; the broker's own dispatch "
+                     "of them fails): " + ", ".join(f"{t!r} ({n})" for t, n in sorted(gone.items())))
+    return gone
 
 
 def dispatch_batch(store, bt, topics, states, rebuilder, idx_from, delay, staging, *, fillers=(),

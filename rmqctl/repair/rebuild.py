@@ -9,7 +9,7 @@ from rmqctl import dispatch as D
 from rmqctl.repair import batchcq as BQ
 from rmqctl.repair import parallel as P
 from rmqctl.repair import rebuild_cq as RC
-from rmqctl.repair.batch_dispatch import HeldWindows, dispatch_batch, new_queue_state
+from rmqctl.repair.batch_dispatch import HeldWindows, dispatch_batch, new_queue_state, take_undispatchable
 from rmqctl.repair.layout_checks import check_layout
 from rmqctl.repair.plan import Action, Ctx, Plan, rel_path
 from rmqctl.repair.queue_actions import ext_actions
@@ -67,6 +67,7 @@ def analyze_rebuild(store, what: str, staging: Path, *, topic: str | None = None
             rb.rebuilder.abort()
         raise
     _record_end(rb, walk, last)
+    take_undispatchable(rb.states, rb.plan.notes)
     _topic_notes(rb)
     if what == "cq":
         _queue_actions(rb)

@@ -55,7 +55,7 @@ from rmqctl.repair import parallel as P
 from rmqctl.repair import rebuild_cq as RC
 from rmqctl.repair import speculation
 from rmqctl.repair.apply import apply, check_space  # noqa: F401  (re-exported: recover.apply)
-from rmqctl.repair.batch_dispatch import dispatch_batch, dispatch_pass2  # noqa: F401  (dispatch_batch re-exported)
+from rmqctl.repair.batch_dispatch import dispatch_batch, dispatch_pass2, take_undispatchable  # noqa: F401  (dispatch_batch re-exported)
 from rmqctl.repair.dupinfo import DupInfo
 from rmqctl.repair.fillers import (  # noqa: F401
     QUARANTINE_PROP,
@@ -134,6 +134,7 @@ def analyze(store, opts: Options, staging: Path, *, progress=None) -> Ctx:
     _truncate_queues(rec)
     _keep_index_files(rec)
     _dispatch_missing(rec)
+    take_undispatchable(rec.states, rec.plan.notes)
     _queue_actions(rec)
     _index_actions(rec)
     rec.dup.report(rec.plan)

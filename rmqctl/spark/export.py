@@ -180,11 +180,12 @@ def export(ds, out: str, fmt: str = "parquet", flt=None, *, overwrite: bool = Fa
     return res | {"offsets": stop}
 
 
-_ESCAPE = set('"#%\'*/:=?\\\x7f{[]^') | {chr(i) for i in range(1, 32)}
+_ESCAPE = set('"#%\'*/:=?\\\x7f{[]^') | {chr(i) for i in range(32)}
 
 
 def escape_path_name(v: str) -> str:
-    """A Hive partition value as Spark writes it (ExternalCatalogUtils.escapePathName): %XX."""
+    """A Hive partition value as Spark writes it (ExternalCatalogUtils.escapePathName): %XX. A NUL, which Spark
+    leaves (no file can be named with it: a damaged topic), is escaped too."""
     return "".join(f"%{ord(c):02X}" if c in _ESCAPE else c for c in v)
 
 

@@ -25,8 +25,15 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def unnameable(path) -> bool:
+    """A path no file can have: a NUL byte in it (a damaged topic name turned into a queue directory)."""
+    return "\0" in os.fspath(path)
+
+
 def inside(path, root) -> bool:
-    """Does ``path`` (links resolved) lie inside ``root`` (links resolved)?"""
+    """Does ``path`` (links resolved) lie inside ``root`` (links resolved)? Never for an unnameable path."""
+    if unnameable(path):
+        return False
     if _plainly_below(os.fspath(path), os.fspath(root)):
         return True
     r = os.path.realpath(root)
@@ -82,6 +89,8 @@ def read_refusal(path, root=None) -> str | None:
     outside ``root``, a dangling link, a non-regular file. ``root`` None: the caller already vetted
     the path's links (a walker, or a file the operator named), only the target's kind is checked.
     Never opens the path, so a FIFO cannot block."""
+    if unnameable(path):
+        return "a NUL byte in the name: no such file can exist"
     if root is not None and not inside(path, root):   # a linked directory on the way counts too
         return f"symlink to {os.path.realpath(path)}, outside the store: not followed"
     try:
@@ -135,7 +144,7 @@ def open_plain(path) -> int | None:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return None
         fd = os.open(path, _READ_FLAGS | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+    except (OSError, ValueError):   # ValueError: a NUL byte in the name, no such file
         return -1
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -165,6 +174,8 @@ def write_refusal(root, path) -> str | None:
     """Why rmqctl must not create, replace, truncate or delete ``path`` under store ``root``: any
     component below the root (the file itself included) is a symlink, a component is not a directory,
     or the file exists and is not a regular file. The root itself may be a link (the operator named it)."""
+    if unnameable(path):
+        return "a NUL byte in the name: no such file can be made"
     root = Path(root)
     path = Path(path)
     try:
@@ -173,6 +184,8 @@ def write_refusal(root, path) -> str | None:
         if not inside(path, root):
             return "outside the store: not written"
         return None
+    if ".." in rel.parts:
+        return "a '..' in the path leads out of its directory: not written"
     cur = root
     parts = rel.parts
     for i, part in enumerate(parts):
