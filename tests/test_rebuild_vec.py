@@ -269,6 +269,102 @@ def test_put_many_equals_put(tmp_path_factory, steps, q0, cuts, stream):
     assert (b.added, b.end, b.max_phys) == (a.added, a.end, a.max_phys)
 
 
+def _fed_state(d: Path, name: str, phys, qoffs, cuts, existing, kept: int, spill: int | None):
+    """A streaming QueueState over `existing` files ({start: bytes}), keeping its first `kept` units as a
+    recovery would, fed the rest of the units in put_many pieces; spill: its SPILL_BYTES (None: the default)."""
+    from rmqctl.repair.rebuild_cq import QueueState
+    from rmqctl.store.files import MappedFile, offset_name
+
+    fs = 100
+    qd = d / name / "q"
+    qd.mkdir(parents=True)
+    files = []
+    for start, data in sorted(existing.items()):
+        (qd / offset_name(start)).write_bytes(data)
+        files.append(MappedFile(qd / offset_name(start), start, len(data)))
+    st = QueueState("T", 0, qd, fs, files)
+    if spill is not None:
+        st.SPILL_BYTES = spill
+    if kept:
+        st.kept_any, st.keep_end = True, kept * 20
+        st.max_phys = phys[kept - 1][0] + phys[kept - 1][1]
+    st.start_from_existing()
+    st.stage_dir = d / name / "stage"
+    arr = np.asarray([p for p, _ in phys], np.int64)
+    sz = np.asarray([s for _, s in phys], np.int64)
+    qa = np.asarray(qoffs, np.int64)
+    i = kept
+    for c in cuts + [len(phys)]:
+        sl = slice(i, i + c)
+        st.put_many(arr[sl], sz[sl], arr[sl] * 7 - 3, qa[sl])
+        i += c
+    return {s: p.read_bytes() for s, p in st.finish_files()}, st
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 40), st.lists(st.integers(1, 9), max_size=8), st.sampled_from([20, 40, 60, 80]),
+       st.lists(st.sampled_from(["same", "flip", "absent", "short", "tail"]), min_size=1, max_size=9),
+       st.integers(0, 2000), st.integers(0, 12))
+def test_held_units_spilled_to_disk_give_the_same_files(tmp_path_factory, n, cuts, spill, modes, where, kept):
+    """Units held past SPILL_BYTES leave memory before their file is complete: equal to the existing file they
+    are dropped, else staged piece by piece; the staged files are those of a queue that holds them all."""
+    phys = [(i * 50, 50) for i in range(n)]
+    qoffs = list(range(n))
+    kept = min(kept, n)
+    d = tmp_path_factory.mktemp("spill")
+    full, _ = _fed_state(d, "model", phys, qoffs, [], {}, 0, None)
+    existing = {}
+    for j, (start, data) in enumerate(sorted(full.items())):
+        mode, data = modes[j % len(modes)], bytearray(data)
+        if mode == "absent":
+            continue
+        if mode == "flip":
+            data[where % len(data)] ^= 0x10
+        elif mode == "short":
+            data = data[:where % len(data)]
+        elif mode == "tail":
+            data[-1] = 1
+        existing[start] = bytes(data)
+    # a kept prefix is what the existing files hold
+    if any(existing.get(s, b"")[:kept * 20 - s] != full[s][:kept * 20 - s] for s in full if s < kept * 20):
+        kept = 0
+    want, a = _fed_state(d, "held", phys, qoffs, cuts, existing, kept, None)
+    got, b = _fed_state(d, "spilled", phys, qoffs, cuts, existing, kept, spill)
+    assert got == want
+    assert (b.added, b.end, b.max_phys) == (a.added, a.end, a.max_phys)
+
+
+
+@pytest.mark.parametrize("existing", ["none", "same", "differs"])
+def test_a_queue_holds_no_more_than_its_spill_bytes(tmp_path, existing):
+    from rmqctl.repair.rebuild_cq import QueueState, UNIT
+    from rmqctl.store.files import MappedFile
+
+    units = [UNIT.pack(i * 50, 50, i * 350 - 3) for i in range(200)]
+    files = []
+    if existing != "none":
+        (tmp_path / "q").mkdir()
+        data = b"".join(units) if existing == "same" else b"".join(units[:150]) + bytes(20) * 50
+        (tmp_path / "q" / f"{0:020d}").write_bytes(data.ljust(6000, b"\0"))
+        files = [MappedFile(tmp_path / "q" / f"{0:020d}", 0, 6000)]
+    st = QueueState("T", 0, tmp_path / "q", 6000, files)
+    st.SPILL_BYTES = 200
+    st.start_from_existing()
+    st.stage_dir = tmp_path / "stage"
+    most = 0
+    for i in range(200):
+        st.put(i * 50, 50, i * 350 - 3, i)
+        most = max(most, len(st.out))
+    assert most <= 200
+    assert (st.same_end > 0) == (existing != "none"), st.same_end
+    staged = dict(st.finish_files())
+    if existing == "same":
+        assert staged == {}
+    else:
+        assert staged[0].read_bytes() == b"".join(units).ljust(6000, b"\0")
+
+
 # -- end to end: batch path vs per-record path --------------------------------------------------------
 
 def _staged(root: Path, what: str, conf, *, legacy: bool, tmp: Path) -> dict:

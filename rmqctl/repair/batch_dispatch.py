@@ -281,7 +281,7 @@ def _put_groups(store, bt, topics, states, rows, keys, codes, props, staging, fi
             st.end += UNIT_SIZE * n
             st.max_phys = e
             st.added += n
-            if st.stage_dir is not None and st.end - st.out_base >= st.file_size:
+            if st.stage_dir is not None and st.end - st.out_base >= st.spill_at:
                 st.flush_full()
 
 

@@ -67,7 +67,7 @@ class BcqState(RC.QueueState):
         self.end += UNIT_SIZE
         self.max_phys = phys + size
         self.added += 1
-        if self.stage_dir is not None and self.end - self.out_base >= self.file_size:
+        if self.stage_dir is not None and self.end - self.out_base >= self.spill_at:
             self.flush_full()
 
     def put_many(self, phys, size, tags, cq_offset, ts=None) -> None:

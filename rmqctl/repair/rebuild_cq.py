@@ -18,7 +18,9 @@ maxPhysicOffset (the broker would take 0x7FFFFFFF from them).
 
 put_many() appends a whole batch of one queue's units as one numpy record array when the broker's
 rules accept all of them (the usual case), else it falls back to put() unit by unit; with stage_dir set
-every completed file is compared and staged at once, so a queue holds at most one file in memory.
+every completed file is compared and staged at once, and the units of a file not yet complete go to disk
+past SPILL_BYTES (QueueState.flush_full): a queue holds a bounded piece of its file in memory, whatever
+the file size and however many queues the store has.
 """
 from __future__ import annotations
 
@@ -92,6 +94,18 @@ class QueueState:
     # truncate_state found only zeros after keep_end in the file holding it, up to a full file_size: with nothing
     # appended that file stays as it is, and is not read again to be compared (a store may hold tens of thousands)
     tail_zero: bool = False
+    # units moved out of memory before their file was complete (flush_full): up to same_end the file's bytes
+    # were found equal to the existing file's (so nothing was written); `spilled` is the start of a file whose
+    # staged copy is being written piece by piece (its bytes differ), None when none is
+    same_end: int = 0
+    spilled: int | None = None
+
+    SPILL_BYTES = 1 << 18   # 256 KiB of units held per queue at most, beyond the one append in progress
+
+    @property
+    def spill_at(self) -> int:
+        """flush_full is due when the held units reach this many bytes."""
+        return min(self.file_size, self.SPILL_BYTES)
 
     def fresh_copy(self) -> "QueueState":
         """A copy of a state as truncate_state left it, before any unit was appended (no ext)."""
@@ -132,7 +146,7 @@ class QueueState:
         self.end += UNIT_SIZE
         self.max_phys = phys + size
         self.added += 1
-        if self.stage_dir is not None and self.end - self.out_base >= self.file_size:
+        if self.stage_dir is not None and self.end - self.out_base >= self.spill_at:
             self.flush_full()
 
     def put_many(self, phys, size, tags, cq_offset, ts=None) -> None:
@@ -167,14 +181,14 @@ class QueueState:
         self.end += UNIT_SIZE * k
         self.max_phys = int(ends[-1])
         self.added += k
-        if self.stage_dir is not None and self.end - self.out_base >= self.file_size:
+        if self.stage_dir is not None and self.end - self.out_base >= self.spill_at:
             self.flush_full()
 
     def _file_head(self, s: int, old_prefix) -> bytearray:
         """The bytes of file s up to the end of its data (the rest of its file_size bytes are zeros): the kept
         prefix of the existing file (old_prefix(k): its first k bytes, or None), then the appended units."""
         fs = self.file_size
-        k = min(fs, self.keep_end - s) if self.kept_any and s < self.keep_end else 0
+        k = self._prefix_len(s)
         a = b = 0
         if self.base is not None:
             a, b = max(self.base, s, self.out_base), min(self.end, s + fs)
@@ -186,6 +200,14 @@ class QueueState:
             buf[a - s:b - s] = self.out[a - self.out_base:b - self.out_base]
         return buf
 
+    def _prefix_len(self, s: int) -> int:
+        """How many first bytes of file s are the existing file's: the kept prefix, or what a spill found equal."""
+        fs = self.file_size
+        k = min(fs, self.keep_end - s) if self.kept_any and s < self.keep_end else 0
+        if s < self.same_end <= s + fs:
+            k = max(k, self.same_end - s)
+        return k
+
     def _file_bytes(self, s: int, old: bytes | None) -> bytes:
         return bytes(self._file_head(s, lambda k: old).ljust(self.file_size, b"\0"))
 
@@ -194,6 +216,9 @@ class QueueState:
         queue's file is mostly zeros (6 MB mapped, a few units used): only its head is built, the existing
         file's zeros are checked without decoding (rmqctl.store.zeros), and the staged file is written as its
         head and a size (the zeros a hole, as the broker's own mapped files are)."""
+        if self.spilled == s:
+            self._finish_spilled(s)
+            return
         f = self._existing(s)
         if f is not None and self.tail_zero and not self.added and type(self) is QueueState \
                 and s == self.keep_end - self.keep_end % self.file_size:
@@ -222,7 +247,8 @@ class QueueState:
         return None
 
     def flush_full(self) -> None:
-        """Finish every file that the appended units have completed (bounded memory)."""
+        """Finish every file that the appended units have completed; then, when the units held for the next one
+        reach SPILL_BYTES, move them out of memory (bounded memory)."""
         fs = self.file_size
         while self.end - (self.out_base - self.out_base % fs) >= fs:
             s = self.out_base - self.out_base % fs
@@ -230,6 +256,57 @@ class QueueState:
             self.done_files.add(s)
             del self.out[:s + fs - self.out_base]
             self.out_base = s + fs
+        if len(self.out) >= self.SPILL_BYTES:
+            self._spill(self.out_base - self.out_base % fs)
+
+    def _spill(self, s: int) -> None:
+        """The held units of file s (all within it) leave memory. While they equal the existing file's bytes at
+        their place nothing is written (same_end moves on: _file_head reads them back from that file); from the
+        first difference the file is staged: its head written once, each later piece where it belongs."""
+        n = self.end - self.out_base
+        if self.spilled != s:
+            f = self._existing(s)
+            pos = self.out_base - s
+            if f is not None and pos == self._prefix_len(s):
+                fd = os.open(f.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                try:
+                    same = os.pread(fd, n, pos) == self.out
+                finally:
+                    os.close(fd)
+                if same:
+                    self.same_end = self.end
+                    self.out.clear()
+                    self.out_base = self.end
+                    return
+            head = self._file_head(s, lambda k: read_file(f.path, k) if f is not None else None)
+            self.stage_dir.mkdir(parents=True, exist_ok=True)
+            write_staged(self.stage_dir / offset_name(s), head)
+            self.spilled = s
+        else:
+            self._write_spilled(s, n, None)
+        self.out.clear()
+        self.out_base = self.end
+
+    def _finish_spilled(self, s: int) -> None:
+        """File s, staged piece by piece, is complete (or the dispatch is over): its last units, then its size."""
+        n = min(self.end, s + self.file_size) - self.out_base
+        self._write_spilled(s, n, self.file_size)
+        del self.out[:n]
+        self.out_base += n
+        self.staged.append((s, self.stage_dir / offset_name(s)))
+        self.spilled = None
+
+    def _write_spilled(self, s: int, n: int, size: int | None) -> None:
+        fd = os.open(self.stage_dir / offset_name(s), os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            view, pos = memoryview(self.out)[:n], self.out_base - s
+            while view:
+                w = os.pwrite(fd, view, pos)
+                view, pos = view[w:], pos + w
+            if size is not None:
+                os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
 
     def finish_files(self) -> list:
         """(file start, staged path) of every changed file: those finished while streaming plus the rest."""
