@@ -18,9 +18,8 @@ maxPhysicOffset (the broker would take 0x7FFFFFFF from them).
 
 put_many() appends a whole batch of one queue's units as one numpy record array when the broker's
 rules accept all of them (the usual case), else it falls back to put() unit by unit; with stage_dir set
-every completed file is compared and staged at once, and the units of a file not yet complete go to disk
-past SPILL_BYTES (QueueState.flush_full): a queue holds a bounded piece of its file in memory, whatever
-the file size and however many queues the store has.
+every completed file is compared and staged at once, and the units of a file not yet complete leave memory
+past SPILL_BYTES (QueueState.flush_full): a queue holds a bounded piece of its file, whatever the file size.
 """
 from __future__ import annotations
 

@@ -184,8 +184,8 @@ _ESCAPE = set('"#%\'*/:=?\\\x7f{[]^') | {chr(i) for i in range(32)}
 
 
 def escape_path_name(v: str) -> str:
-    """A Hive partition value as Spark writes it (ExternalCatalogUtils.escapePathName): %XX. A NUL, which Spark
-    leaves (no file can be named with it: a damaged topic), is escaped too."""
+    """A Hive partition value as Spark writes it (ExternalCatalogUtils.escapePathName): %XX; a NUL too (no file
+    name can hold one; a damaged topic can)."""
     return "".join(f"%{ord(c):02X}" if c in _ESCAPE else c for c in v)
 
 
