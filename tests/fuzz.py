@@ -389,6 +389,10 @@ class Fuzzer:
                         if case.kind == "consumequeue" else ["query", root, "--topic", "TopicA", "--key", "k1"])
         if case.kind == "commitlog" and case.n % 3 == 0:
             cmds.append(["query", root, "--phys-offset", "0"])
+        if case.kind in ("commitlog", "consumequeue", "index", "checkpoint", "config") and case.n % 4 == 1:
+            # the repairs' planning reads every file the read commands do, and more (nothing is written)
+            cmds.append([["recover", "--dry-run", "--json", root], ["rebuild", "cq", "--dry-run", "--json", root],
+                         ["rebuild", "index", "--dry-run", "--json", root]][case.n // 4 % 3])
         return cmds
 
     def run_case(self, n: int) -> Outcome:

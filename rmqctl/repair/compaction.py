@@ -245,7 +245,7 @@ def recover_plan(store, ctx, scan_start: int | None, cut: int) -> None:
 
     def flush_for(key):
         def flush(path: Path, data: bytes) -> None:
-            if path.exists() and path.stat().st_size == len(data) and path.read_bytes() == data:
+            if path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
                 return
             changed.setdefault(key, []).append((path, _stage(ctx.staging, _rel(root, path), data)))
         return flush

@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmqctl.errors import IOFailure
 from rmqctl.repair import checkpoint_write as CK
 from rmqctl.repair import parallel as P
 from rmqctl.repair import rebuild_cq as RC
@@ -78,6 +79,7 @@ from rmqctl.repair.timer_plan import timer_plan
 from rmqctl.scan import BLANK_RECORD, END, ZEROS
 from rmqctl.store import rules
 from rmqctl.store.commitlog import CommitLog, Walk, open_ro
+from rmqctl.store.files import read_bytes, read_refusal
 
 
 @dataclass
@@ -390,7 +392,13 @@ def _index_actions(rec: Recovery) -> None:
 
 def _checkpoint_action(rec: Recovery) -> None:
     store, ctx, plan = rec.store, rec.ctx, rec.plan
-    old = store.checkpoint_path.read_bytes() if store.checkpoint_path.exists() else None
+    why = read_refusal(store.checkpoint_path, store.root)
+    if why:     # a FIFO would block the read; a link out of the store is not followed, nor written through
+        raise IOFailure(f"{why}; recover rewrites the checkpoint", path=store.checkpoint_path)
+    try:
+        old = read_bytes(store.checkpoint_path, store.root)
+    except FileNotFoundError:
+        old = None
     full = [h for _, h in ctx.index_files_final if h[5] >= rec.cfg.index_num]
     new = CK.new_checkpoint(old, last_store_ts=ctx.last_store_ts,
                             index_msg_ts=full[-1][1] if full else None,
