@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -103,6 +104,12 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
     # pyspark's pandas version check warns on pandas 3 at every Arrow use; the paths rmqctl takes
     # (mapInArrow, toArrow) do not go through pandas -- not the operator's concern.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    # py4j reports a Ctrl-C during a JVM call with logging.exception, which gives a root logger without handlers a
+    # stderr one: a traceback above rmqctl's one "interrupted" line. A handler that drops it prevents that (rmqctl
+    # itself logs nothing through the root logger); -vv keeps it.
+    root = logging.getLogger()
+    if not root.handlers and verbose < 2:
+        root.addHandler(logging.NullHandler())
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
