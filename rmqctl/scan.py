@@ -331,8 +331,12 @@ def find_next_record(fd: int | None, file_start: int, file_size: int, pos: int, 
         def make_walk(c):
             return FileWalk(fd, file_start, file_size, c, end, check_crc=check_crc, check_phys=True)
     search = pos + 1
+    # windows grow from 64 KiB: a record usually starts within a few KiB, and each window is searched for
+    # both magic codes to its end (the one absent there costs a pass over the whole window)
+    win = 64 * 1024
     while search < end:
-        n = min(WINDOW, end - search)
+        n = min(win, end - search)
+        win = min(WINDOW, win * 4)
         window = bytes(read(search, n + 4 + 32))
         best = None
         for m in (V1_BYTES, V2_BYTES):
