@@ -268,6 +268,22 @@ def test_memory_window_is_bounded(tmp_path, monkeypatch):
     assert 1 < seen["max"] <= 4
 
 
+
+def test_results_through_shared_memory_and_past_a_full_slot_are_the_same(tmp_path, monkeypatch):
+    """A range's arrays reach the parent through its slot of shared memory; one larger than the slot goes through
+    the pool's pipe. Slots small enough for both to happen in one walk: the plans and files are -j 1's."""
+    root = random_store(tmp_path / "s" / "store", 7, files=4)
+    conf = root.parent / "manifest.json"
+    monkeypatch.setenv(SPLIT, "4096")
+    monkeypatch.setattr(P, "_slot_bytes", lambda rb: 200)
+    kinds: list = []
+    real = P._from_slot
+    monkeypatch.setattr(P, "_from_slot", lambda payload, mm: kinds.append(type(payload).__name__) or real(payload, mm))
+    for what in ("cq", "index"):
+        assert _rebuild(root, conf, what, 1, tmp_path) == _rebuild(root, conf, what, 2, tmp_path), what
+    assert _recover(root, conf, 1, tmp_path, from_start=True) == _recover(root, conf, 2, tmp_path, from_start=True)
+    assert "_InSlot" in kinds and "list" in kinds, kinds
+
 # -- the command line ----------------------------------------------------------------------------------
 
 def test_jobs_option_on_the_command_line(tmp_path):
@@ -343,9 +359,15 @@ def test_deleted_topics_are_skipped_and_counted_the_same(tmp_path, monkeypatch):
 
 def test_ranges_grow_with_the_number_of_queues(tmp_path, monkeypatch):
     """The parent appends every range's units queue by queue: a store of many queues is cut into fewer, larger
-    ranges (at least QUEUE_RANGE_BYTES per queue), and the rebuild is the same; RMQCTL_SPLIT_BYTES still rules."""
+    ranges (at least QUEUE_RANGE_BYTES per queue), and the rebuild is the same; RMQCTL_SPLIT_BYTES still rules.
+    Without many queues a range is a quarter of a worker's share, within [MIN_RANGE, RANGE_BYTES], and the ranges
+    in flight (2 x jobs) hold IN_FLIGHT_BYTES at most."""
     monkeypatch.delenv(SPLIT, raising=False)
-    assert P.range_bytes() == P.RANGE_BYTES
+    mib = 1 << 20
+    assert P.range_bytes() == P.MIN_RANGE
+    assert P.range_bytes(0, 512 * mib, 2) == 64 * mib > P.MIN_RANGE
+    assert P.range_bytes(0, 1 << 40, 2) == min(P.RANGE_BYTES, P.IN_FLIGHT_BYTES // 4)
+    assert P.range_bytes(0, 1 << 40, 16) == max(P.MIN_RANGE, P.IN_FLIGHT_BYTES // 32)
     assert P.range_bytes(8192) == 8192 * P.QUEUE_RANGE_BYTES > P.RANGE_BYTES
     monkeypatch.setenv(SPLIT, "5000")
     assert P.range_bytes(8192) == 5000
@@ -360,6 +382,7 @@ def test_ranges_grow_with_the_number_of_queues(tmp_path, monkeypatch):
     real = P._tasks
     monkeypatch.setattr(P, "_tasks", lambda visited, nbytes: sizes.append(nbytes) or real(visited, nbytes))
     monkeypatch.setattr(P, "RANGE_BYTES", 4096)
+    monkeypatch.setattr(P, "MIN_RANGE", 4096)
     for per_queue in (0, 1 << 20):
         monkeypatch.setattr(P, "QUEUE_RANGE_BYTES", per_queue)
         sizes.clear()

@@ -42,6 +42,7 @@ class Speculation:
 
     @classmethod
     def start(cls, store, files, scan_start, opts, staging, cfg):
+        from rmqctl.repair import parallel as P
         from rmqctl.repair import vecdispatch as VD
 
         sp = cls(store, staging, cfg)
@@ -77,8 +78,13 @@ class Speculation:
             if sp.start_at < scan_start:
                 # records before the broker's start file: trusted like pass 2 trusts them (no CRC)
                 walk = Walk()
-                for b in VD.batches(store, files, sp.start_at, scan_start, check_crc=False, walk=walk):
-                    sp.feed(b)
+                if opts.jobs > 1 and P.splittable(store):   # the index from its start: often most of the store
+                    P.walk(store, files, sp.start_at, scan_start, jobs=opts.jobs, walk=walk, check_crc=False,
+                           sink=P.Dispatch(store, sp.states, sp.rebuilder, sp.idx["from"] if sp.idx else None,
+                                           sp.dir))
+                else:
+                    for b in VD.batches(store, files, sp.start_at, scan_start, check_crc=False, walk=walk):
+                        sp.feed(b)
                 stop = walk.ends[-1].stop if walk.ends else None
                 if stop is not None and stop.kind not in (END, BLANK_RECORD):
                     raise ProblemsFound(f"corrupt record before the broker's recovery start file ({stop.kind}: "
