@@ -133,7 +133,10 @@ def recover(store_dir, dry_run, as_json, on_corruption, from_start, conf, conf_a
     opts = R.Options(on_corruption=on_corruption, from_start=from_start)
 
     def build(store, staging, pg):
+        from rmqctl.allocator import for_long_passes
+
         opts.jobs = jobs or default_jobs(store)
+        for_long_passes()
         return R.analyze(store, opts, staging, progress=pg)
 
     return _run(store_dir, _one_conf(conf, conf_alias), dry_run, as_json, "recover", build)
@@ -195,8 +198,10 @@ def rebuild(what, store_dir, topic, queue, dry_run, as_json, conf, conf_alias, i
             require_named(st, topic, queue, scan_hint="--include-deleted-topics goes on anyway")
 
     def build(store, staging, pg):
+        from rmqctl.allocator import for_long_passes
         from rmqctl.store import dledger
 
+        for_long_passes()
         dlog = dledger.find(store.root)   # DLedger commitlog: the messages its entries wrap
         return RB.analyze_rebuild(store, what, staging, topic=topic, queue=queue, progress=pg,
                                   include_deleted_topics=include_deleted_topics,

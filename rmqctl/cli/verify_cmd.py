@@ -111,6 +111,9 @@ def verify(ctx, target, broker_config, index_slots, index_items, as_json, summar
                         report = spark_verify(start_session(master, verbose=verbose), store, areas=tuple(only) or AREAS,
                                               index_sample=index_sample, progress=bar.advance)
                     else:
+                        from rmqctl.allocator import for_long_passes
+
+                        for_long_passes()
                         report = verify_store(store, jobs=jobs, areas=tuple(only) or AREAS, index_sample=index_sample,
                                               progress=bar.advance)
         else:
