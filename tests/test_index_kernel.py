@@ -172,3 +172,10 @@ def test_index_pieces_cover_each_large_file_once(tmp_path, monkeypatch):
         assert cover[0][0] == 1 and all(a[1] == b[0] for a, b in zip(cover, cover[1:]))
         assert 1 < len(parts) <= 4 and all((a - 1) % 8 == 0 for a, _b in parts)
     assert run._index_pieces(paths, 3) == [(0, None), (1, None), (2, None)]     # as many files as workers
+    # with the walk's bytes: no more pieces than it takes for none to outlast a worker's share of all the work
+    items = run.ITEM_BYTES * (120 + 3 + 400)
+    alone = run._index_pieces(paths, 12, 0)       # no walk: 12 workers share 523 items' work, 44 each
+    assert [sum(1 for i, _p in alone if i == f) for f in range(3)] == [3, 1, 4]     # 120 / 44 -> 3; 400: at most 4
+    assert run._index_pieces(paths, 12, 1 << 40) == [(0, None), (1, None), (2, None)]
+    two = run._index_pieces(paths, 12, 12 * run.ITEM_BYTES * 400 // 2 - items)     # file 2: two workers' shares
+    assert sorted(p for i, p in two if i == 2) == [(1, 201), (201, 400)] and (0, None) in two

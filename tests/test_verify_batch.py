@@ -745,6 +745,7 @@ def test_index_file_in_pieces_reports_as_one_process(synthetic, tmp_path, monkey
     cfg = SYNTHETIC_CONFIG
     monkeypatch.setattr(ixc, "BATCH", 4)
     monkeypatch.setattr(run, "INDEX_PIECE_ITEMS", 8)
+    monkeypatch.setattr(run, "ITEM_BYTES", 1 << 30)     # the index outweighs the walk: one piece per worker
     parts: list = []
     real = ixc.index_file_facts
     monkeypatch.setattr(ixc, "index_file_facts", lambda *a, **k: parts.append(k.get("part")) or real(*a, **k))
@@ -784,7 +785,7 @@ def test_index_file_in_pieces_reports_as_one_process(synthetic, tmp_path, monkey
 @pytest.mark.parametrize("cq_flips", [(), ((5, 0x40), (333, 0x01), (1000, 0x80), (77, 0x10)),
                                       ((1, 0x40), (2, 0x40), (4, 0x40), (9, 0x40), (10, 0x40))])   # three queues
 def test_queue_checks_in_workers_report_as_one_process(synthetic, tmp_path, monkeypatch, cq_flips):
-    """verify -j checks the consume queues after the walk in workers too (from QUEUE_CHECK_UNITS units; 0 here),
+    """verify -j checks the consume queues after the walk in workers too (when that is sooner; always here),
     in spans of queues: the same report as -j 1, clean and with damaged units; and a span whose worker fails is
     checked again by the parent, with the same report."""
     import os
@@ -794,7 +795,7 @@ def test_queue_checks_in_workers_report_as_one_process(synthetic, tmp_path, monk
     cfg = SYNTHETIC_CONFIG
     root = F.copy_store(synthetic, tmp_path / "s")
     damage(root, (), cq_flips, 32 * 1024)
-    monkeypatch.setattr(run, "QUEUE_CHECK_UNITS", 0)
+    monkeypatch.setattr(run, "POOL_NS", -1 << 40)
     spans: list = []
     real_spans = run._queue_spans
     monkeypatch.setattr(run, "_queue_spans", lambda *a: spans.append(real_spans(*a)) or spans[-1])
@@ -818,6 +819,17 @@ def test_queue_checks_in_workers_report_as_one_process(synthetic, tmp_path, monk
 
     monkeypatch.setattr(queues_many, "check_queues", fails_in_workers)
     assert report(2) == one
+
+
+def test_queue_checks_go_to_workers_when_sooner():
+    """Few large queues stay in the parent on 2 cores (a fresh worker's units cost more) and go to 16 workers;
+    thousands of small queues go to workers from 2 on; one job or one queue never does."""
+    from rmqctl.check import run
+
+    assert not run._queues_in_workers(5_400_000, 32, 2) and run._queues_in_workers(5_400_000, 32, 16)
+    assert run._queues_in_workers(990_000, 8192, 2)
+    assert not run._queues_in_workers(990_000, 8192, 1) and not run._queues_in_workers(10**9, 1, 16)
+    assert not run._queues_in_workers(1000, 50, 16)
 
 
 def test_queue_spans_cover_the_queues_in_order():

@@ -88,18 +88,29 @@ def _index_job(piece: tuple):
 INDEX_PIECE_ITEMS = 32 * ixc.BATCH
 
 
-def _index_pieces(paths: list, jobs: int) -> list:
+# one index item's checks cost about as much as walking this many bytes of commitlog (one process: 10.8 M items in
+# 0.33 s, 6.4 GB walked in 1.1 s)
+ITEM_BYTES = 176
+
+
+def _index_pieces(paths: list, jobs: int, walk_bytes: int | None = None) -> list:
     """verify -j's index side jobs: (file number, part) each -- part None for a whole file, else (lo, hi) item
     ranges, the last piece (which also checks slots and samples, and reads every item) first. Files are split
-    only when there are fewer of them than workers."""
+    only when there are fewer of them than workers, and (given the bytes the walk covers) only into as many pieces
+    as it takes for none to outlast a worker's share of all the work: pieces cost more in all than one pass."""
     out = []
     share = max(1, jobs // max(1, len(paths)))
-    for i, path in enumerate(paths):
+    counts = []
+    for path in paths:
         try:
-            count = ixc.item_count(path) if share > 1 else None
+            counts.append(ixc.item_count(path) if share > 1 else None)
         except OSError:
-            count = None
+            counts.append(None)
+    work = None if walk_bytes is None else walk_bytes + ITEM_BYTES * sum(c or 0 for c in counts)
+    for i, count in enumerate(counts):
         n = min(share, (count - 1) // INDEX_PIECE_ITEMS) if count else 1
+        if work:
+            n = min(n, -(-ITEM_BYTES * count * jobs // work) if count else 1)
         if n <= 1:
             out.append((i, None))
             continue
@@ -169,11 +180,20 @@ def _scan_parallel(args: list, jobs: int, progress, est: list | None = None, sid
 
 
 # after the walk, verify -j checks the consume queues in workers too, in contiguous groups of queues (a fresh pool:
-# the walk's results reach it by fork), once the queues hold this many units in all (the commitlog pass's count),
-# each queue counted QUEUE_UNITS more for its files and its fixed work (measured: ~25 ns a unit, ~30 us a queue);
-# below it the pool's start (~10 ms) costs more than it saves
-QUEUE_CHECK_UNITS = 1 << 20
-QUEUE_UNITS = 1000
+# the walk's results reach it by fork), when that is sooner. Measured (6.4 GB, 32 queues; 1.2 GB, 8192 queues): one
+# process spends ~7 ns a unit and ~22 us a queue (QUEUE_UNITS units); a fresh worker spends three times as much a
+# unit (its arrays land on pages it has not touched yet) and about the same a queue, and the pool ~15 ms to start
+QUEUE_UNITS = 3000
+UNIT_NS = 7
+POOL_NS = 15_000_000
+
+
+def _queues_in_workers(units: int, queues: int, jobs: int) -> bool:
+    """Whether `jobs` workers check `queues` holding `units` in all sooner than this process alone."""
+    alone = (units + QUEUE_UNITS * queues) * UNIT_NS
+    return jobs > 1 and queues > 1 and (3 * units + QUEUE_UNITS * queues) * UNIT_NS // jobs + POOL_NS < alone
+
+
 _AFTER: dict = {}    # what the queue-check jobs read, set before their pool forks
 
 
@@ -215,8 +235,7 @@ def _check_queues(store, queues: list, cq_file_size: int, tracks: dict, cl_min: 
     from rmqctl.check.queues_many import check_queues
 
     args = (cq_file_size, tracks, cl_min, cl_end)
-    if jobs <= 1 or len(queues) < 2 or \
-            sum(t.count for t in tracks.values()) + QUEUE_UNITS * len(queues) < QUEUE_CHECK_UNITS:
+    if not _queues_in_workers(sum(t.count for t in tracks.values()), len(queues), jobs):
         return check_queues(store, queues, *args, findings, scanned, cl_gaps)
     import multiprocessing as mp
 
@@ -343,6 +362,17 @@ def _stale_after_recovered_end(results, findings, index_max_phy: int, confirm: i
                             f"save the records there"))
 
 
+def _topic_name_finding(store, topic: str, qid: int, track) -> Finding:
+    """Records whose topic no consume-queue directory can have (a NUL byte, a '/', '.' or '..'): only damage to
+    their topic bytes, which no CRC covers, gives one (the broker accepts letters, digits and %|_- only)."""
+    f = store.commitlog.file_for(track.first_phys, store.config.commitlog_file_size)
+    return Finding(ERROR, "commitlog.topic_name", str(f.path if f is not None else store.commitlog_dir),
+                   track.first_phys, "a topic name a directory can have", repr(topic),
+                   f"{track.count} message(s) of queue {qid} name this topic: damaged topic bytes (no CRC covers "
+                   "them); no consumer can read them: the broker's consume-queue write fails (a NUL: 30 tries, "
+                   "then the queue is flagged unwritable) or lands where its start-up never looks (a '/')")
+
+
 class _Named:
     def __init__(self, path):
         self.path = path
@@ -446,7 +476,7 @@ def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_
 
                     idx, slots, items, _ = index_plan
                     _SIDE["index"] = (idx, slots, items, cfg.broker_version, index_sample, CommitLog(store))
-                    pieces = _index_pieces(idx, jobs)
+                    pieces = _index_pieces(idx, jobs, sum(est))
                     results, got = _scan_parallel(args, jobs, progress, est, [(_index_job, pc) for pc in pieces],
                                                   queues=len(store.queues()))
                     index_facts = _joined_index_facts(pieces, got, len(idx))
@@ -499,7 +529,9 @@ def _verify_store(store, *, jobs: int, areas, index_sample: int, progress, scan_
         if scanned:
             have = set(queues) | {(t, q) for t, q in store.queues("batchconsumequeue")}
             for (topic, qid), t in sorted(tracks.items()):
-                if (topic, qid) not in have:
+                if not dispatch.names_a_directory(topic):
+                    findings.append(_topic_name_finding(store, topic, qid, t))
+                elif (topic, qid) not in have:
                     kind = "batchconsumequeue" if topic in batch_topics else "consumequeue"
                     findings.append(Finding(ERROR, "cq.behind", str(root / kind / topic / str(qid)), 0,
                                             f"a consume queue with {t.count} message(s)", "no queue directory",
