@@ -1,6 +1,7 @@
 """A record whose topic bytes were damaged (no CRC covers them) names a topic no directory can have: a NUL
-byte, a '/'. verify reads past it, recover and rebuild dispatch everything else and say what they left out;
-nothing is created under such a name, nothing outside consumequeue/ is written, and undo restores all."""
+byte, a '/'. verify reads past it and names the record, recover and rebuild dispatch everything else and say
+what they left out; nothing is created under such a name, nothing outside consumequeue/ is written, and undo
+restores all."""
 from __future__ import annotations
 
 import json
@@ -39,9 +40,10 @@ def test_verify_reports_the_undispatched_record(tmp_path, to, jobs):
     assert p.returncode == 4, p.stderr
     assert b"Traceback" not in p.stderr and b"internal error" not in p.stderr, p.stderr
     found = json.loads(p.stdout)["findings"]
-    behind = [f for f in found if f["check"] == "cq.behind" and rec.topic in f["path"]]
-    assert behind, found
-    assert str(rec.offset) in behind[0]["message"]
+    named = [f for f in found if f["check"] == "commitlog.topic_name"]
+    assert len(named) == 1 and named[0]["offset"] == rec.offset and named[0]["actual"] == repr(rec.topic), found
+    assert named[0]["path"].startswith(str(root / "commitlog")), named
+    assert not [f for f in found if f["check"] == "cq.behind" and rec.topic in f["path"]], found
     # text mode: the name is shown escaped, one line per finding, no raw control byte
     t = run_cli("verify", "-j", jobs, root)
     assert t.returncode == 4 and b"\0" not in t.stdout and b"Traceback" not in t.stderr, t.stderr
@@ -70,7 +72,7 @@ def test_repairs_dispatch_the_rest_and_undo_restores(tmp_path, to, cmd):
     v = run_cli("verify", "--json", root)
     # the record is still reported; the units after it in its old queue moved up one place (the broker appends
     # a unit at the queue's write position whatever its queue offset says)
-    assert v.returncode == 4 and any(f["check"] == "cq.behind" and rec.topic in f["path"]
+    assert v.returncode == 4 and any(f["check"] == "commitlog.topic_name" and f["offset"] == rec.offset
                                      for f in json.loads(v.stdout)["findings"]), v.stdout
     u = run_cli("undo", root)
     assert u.returncode == 0, u.stderr
@@ -96,3 +98,15 @@ def test_export_escapes_the_name_in_its_partition_folder(tmp_path, to):
     assert p.returncode == 0, p.stderr
     want = "topic=" + rec.topic.replace(to.decode(), f"%{to[0]:02X}")
     assert want in {d.name for d in (tmp_path / "out").glob("store=*/*")}
+
+
+@pytest.mark.parametrize("cmd", [("rebuild", "cq", "--dry-run"), ("rebuild", "cq", "--include-deleted-topics",
+                                                                   "--dry-run"), ("recover", "--dry-run")],
+                         ids=" ".join)
+def test_plans_in_text_show_the_name_escaped(tmp_path, cmd):
+    """On a pipe too, a plan's notes name the damaged topic escaped (as verify's findings do): no raw NUL."""
+    root, rec, _ = _store(tmp_path, b"\0", abort=cmd[0] == "recover")
+    p = run_cli(*cmd, root)
+    assert p.returncode == 4, p.stderr      # a dry run with something to do
+    assert b"\0" not in p.stdout, p.stdout
+    assert rec.topic.replace("\0", "\\x00").encode() in p.stdout, p.stdout

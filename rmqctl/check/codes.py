@@ -191,6 +191,14 @@ CODES: dict[str, Code] = {
         "a record's topic bytes are not valid UTF-8",
         "decodes them with replacement characters: the message lands in an unexpected topic",
         "rmqctl dump --json on the commitlog at the offset to see the record"),
+    "commitlog.topic_name": Code(
+        "a record's topic cannot name a consume-queue directory (a NUL byte, '/', '.' or '..'): its topic bytes "
+        "were damaged (no CRC covers them; the broker accepts letters, digits and %|_- only)",
+        "cannot dispatch the record where consumers read: with a NUL byte its consume-queue write fails, is "
+        "retried 30 times, then the queue is flagged unwritable; with a '/' it writes nested directories its "
+        "own start-up never loads",
+        "rmqctl dump --json on the commitlog at the offset to see the record; " + _RECOVER + " dispatches every "
+        "other record and names this one"),
     "commitlog.properties": Code(
         "a record's properties are malformed (missing separators, bad escapes); the body CRC does not "
         "cover them",

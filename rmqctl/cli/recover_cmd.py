@@ -54,8 +54,11 @@ def _emit(ctx, as_json: bool, extra: dict, command: str) -> None:
         emit_json(command, d)
         sys.stdout.flush()
         return
+    from rmqctl.terminal import escape
+
+    # a damaged topic name (NUL, control bytes) stays one line of text on a pipe too, as in verify's findings
     lines = ctx.plan.text_lines() + [f"{k}: {v}" for k, v in extra.items()]
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write("".join(escape(line) + "\n" for line in lines))
     sys.stdout.flush()
 
 
