@@ -278,11 +278,31 @@ def test_results_through_shared_memory_and_past_a_full_slot_are_the_same(tmp_pat
     monkeypatch.setattr(P, "_slot_bytes", lambda rb: 200)
     kinds: list = []
     real = P._from_slot
-    monkeypatch.setattr(P, "_from_slot", lambda payload, mm: kinds.append(type(payload).__name__) or real(payload, mm))
+    monkeypatch.setattr(P, "_from_slot", lambda payload, *a: kinds.append(type(payload).__name__) or real(payload, *a))
     for what in ("cq", "index"):
         assert _rebuild(root, conf, what, 1, tmp_path) == _rebuild(root, conf, what, 2, tmp_path), what
     assert _recover(root, conf, 1, tmp_path, from_start=True) == _recover(root, conf, 2, tmp_path, from_start=True)
-    assert "_InSlot" in kinds and "list" in kinds, kinds
+    assert "_InSlot" in kinds and {"dict", "list"} & set(kinds), kinds      # in the slot, and past it
+    # slots of one page each: a slot's pages are given back once copied out, never a neighbour's still in flight
+    import mmap
+
+    released: list = []
+    real_release = P._release
+    monkeypatch.setattr(P, "_release", lambda mm, a, n: released.append((a, n)) or real_release(mm, a, n))
+    monkeypatch.setattr(P, "_slot_bytes", lambda rb: mmap.PAGESIZE)
+    kinds.clear()
+    for what in ("cq", "index"):
+        assert _rebuild(root, conf, what, 1, tmp_path / "p") == _rebuild(root, conf, what, 2, tmp_path / "p"), what
+    assert released and all(a % mmap.PAGESIZE == 0 and n == mmap.PAGESIZE for a, n in released), released
+    assert "_InSlot" in kinds and not {"dict", "list"} & set(kinds), kinds
+    kinds.clear()
+
+    def no_room(*a, **k):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(P.mmap, "mmap", no_room)      # no shared mapping: every result through the pipe
+    assert _rebuild(root, conf, "cq", 1, tmp_path / "x") == _rebuild(root, conf, "cq", 2, tmp_path / "x")
+    assert kinds and "_InSlot" not in kinds and "dict" in kinds, kinds
 
 # -- the command line ----------------------------------------------------------------------------------
 
@@ -357,23 +377,21 @@ def test_deleted_topics_are_skipped_and_counted_the_same(tmp_path, monkeypatch):
     assert n["walks"] == 2
 
 
-def test_ranges_grow_with_the_number_of_queues(tmp_path, monkeypatch):
-    """The parent appends every range's units queue by queue: a store of many queues is cut into fewer, larger
-    ranges (at least QUEUE_RANGE_BYTES per queue), and the rebuild is the same; RMQCTL_SPLIT_BYTES still rules.
-    Without many queues a range is a quarter of a worker's share, within [MIN_RANGE, RANGE_BYTES], and the ranges
-    in flight (2 x jobs) hold IN_FLIGHT_BYTES at most."""
+def test_range_size_follows_the_share_and_the_bytes_in_flight(tmp_path, monkeypatch):
+    """A range is a quarter of a worker's share, within [MIN_RANGE, RANGE_BYTES], and the ranges in flight (2 x
+    jobs) hold IN_FLIGHT_BYTES at most, however many queues the store holds (a store of 8192 queues walked in whole
+    files held a whole file's units in a worker and in the parent); RMQCTL_SPLIT_BYTES still rules. The rebuild of
+    a store of many queues is -j 1's."""
     monkeypatch.delenv(SPLIT, raising=False)
     mib = 1 << 20
     assert P.range_bytes() == P.MIN_RANGE
-    assert P.range_bytes(0, 512 * mib, 2) == 64 * mib > P.MIN_RANGE
-    assert P.range_bytes(0, 1 << 40, 2) == min(P.RANGE_BYTES, P.IN_FLIGHT_BYTES // 4)
-    assert P.range_bytes(0, 1 << 40, 16) == max(P.MIN_RANGE, P.IN_FLIGHT_BYTES // 32)
-    assert P.range_bytes(8192) == 8192 * P.QUEUE_RANGE_BYTES > P.RANGE_BYTES
+    assert P.range_bytes(512 * mib, 2) == 64 * mib > P.MIN_RANGE
+    assert P.range_bytes(1 << 40, 2) == min(P.RANGE_BYTES, P.IN_FLIGHT_BYTES // 4)
+    assert P.range_bytes(1 << 40, 16) == max(P.MIN_RANGE, P.IN_FLIGHT_BYTES // 32)
     monkeypatch.setenv(SPLIT, "5000")
-    assert P.range_bytes(8192) == 5000
+    assert P.range_bytes(1 << 40, 2) == 5000
     monkeypatch.delenv(SPLIT)
     root = F.make_store(tmp_path / "store", messages=1200, queues=40, file_size=1 << 20)
-    nq = len(list((root / "consumequeue").glob("*/*")))
     conf = tmp_path / "manifest.json"
     conf.write_text(json.dumps({"store_config": {"mappedFileSizeCommitLog": 1 << 20,
                                                  "mappedFileSizeConsumeQueue": 64 * 20,
@@ -383,9 +401,6 @@ def test_ranges_grow_with_the_number_of_queues(tmp_path, monkeypatch):
     monkeypatch.setattr(P, "_tasks", lambda visited, nbytes: sizes.append(nbytes) or real(visited, nbytes))
     monkeypatch.setattr(P, "RANGE_BYTES", 4096)
     monkeypatch.setattr(P, "MIN_RANGE", 4096)
-    for per_queue in (0, 1 << 20):
-        monkeypatch.setattr(P, "QUEUE_RANGE_BYTES", per_queue)
-        sizes.clear()
-        got = _rebuild(root, conf, "cq", 2, tmp_path / str(per_queue))
-        assert sizes == [max(4096, nq * per_queue)]
-        assert got == _rebuild(root, conf, "cq", 1, tmp_path / str(per_queue))
+    got = _rebuild(root, conf, "cq", 2, tmp_path / "j2")
+    assert sizes == [4096]
+    assert got == _rebuild(root, conf, "cq", 1, tmp_path / "j1")

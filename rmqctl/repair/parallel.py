@@ -26,8 +26,9 @@ random splits). Hence byte-identical files, the same plan and the same journal w
 Memory: a worker holds one kernel window (scanvec.WINDOW) plus one range's recorded arrays (about 40 bytes
 per consume-queue unit, 16 bytes per record plus 16 per index key); the parent keeps at most
 2 x jobs range results in flight (submitted ahead of the one being merged), IN_FLIGHT_BYTES of commitlog in
-all: with 1 KiB messages about 50 MB of cq units (rebuild cq) or 45 MB of index keys (two a message), whatever
-the store size and -j; the builders themselves stream as in one process.
+all (unless a store of many queues walks whole files): with 1 KiB messages about 27 MB of cq units (rebuild cq)
+and 25 MB of index keys (two a message), whatever the store size and -j; the builders themselves stream as in
+one process.
 
 Not split (one process, as -j 1): stores with batch consume queues (a batch CQ unit needs the record's
 properties at build time), --on-corruption quarantine's fillers (pass 2 of recover), the per-record
@@ -44,24 +45,24 @@ from dataclasses import dataclass, field
 RANGE_BYTES = 256 * 1024 * 1024   # at most: each range the parent merges costs ~40 us per queue it meets
 MIN_RANGE = 32 * 1024 * 1024
 IN_FLIGHT_BYTES = 1 << 29          # the commitlog bytes whose results the parent holds at once (2 x jobs ranges)
-# the parent appends each range's units queue by queue (~40 us a queue it meets): a range holds at least this many
-# bytes per queue of the store, so that this stays under the walk's own cost (8192 queues: 4 GiB, whole files)
-QUEUE_RANGE_BYTES = 512 * 1024
 SPLIT_ENV = "RMQCTL_SPLIT_BYTES"   # tests: tiny ranges, so records straddle many split points
 CLOSE_WAIT = 60                    # seconds the ranges in flight get to finish when the walk ends early
 INDEX_PIECE = 8192                 # records per IndexRebuilder.dispatch_many call in the merge
 MIN_SLOT = 8 * 1024 * 1024         # a range's result travels through shared memory when it fits its slot
+BIG_BUFFER = 64 * 1024             # a result's arrays from this size start on a page of their own in the slot
 
 
-def range_bytes(queues: int = 0, total: int = 0, jobs: int = 1) -> int:
+def range_bytes(total: int = 0, jobs: int = 1) -> int:
     """The bytes of a range: about a quarter of each worker's share of the `total` bytes walked (balance), within
-    [MIN_RANGE, RANGE_BYTES] and IN_FLIGHT_BYTES over the ranges in flight; larger with many queues. Measured on
-    6.4 GB of 1 KiB records, 32 queues, -j 2: 32 MiB ranges took 1.7 s, 256 MiB 1.4 s (-j 1: 1.55 s)."""
+    [MIN_RANGE, RANGE_BYTES] and IN_FLIGHT_BYTES over the ranges in flight. Measured on 2 cores, -j 2: 6.4 GB of
+    1 KiB records in 32 queues took 1.7 s in 32 MiB ranges, 1.4 s in 256 MiB (-j 1: 1.55 s); 1.2 GB in 8192 queues
+    (a range's units are appended per queue) 1.08 s in 128 MiB ranges, 1.29 s and a peak RSS of 265 MiB (recover:
+    367) in whole files, as ranges of 512 KiB per queue made it (-j 1: 1.24 s)."""
     v = os.environ.get(SPLIT_ENV, "")
     if v.isdigit():
         return max(1, int(v))
     share = min(RANGE_BYTES, IN_FLIGHT_BYTES // (2 * max(1, jobs)), max(MIN_RANGE, total // (4 * max(1, jobs))))
-    return max(MIN_RANGE, share, queues * QUEUE_RANGE_BYTES)
+    return max(MIN_RANGE, share)
 
 
 @dataclass
@@ -214,18 +215,26 @@ class Dispatch:
 
 
 def _joined_windows(entries: list) -> list:
-    """Consecutive window entries gathered into one ("windows", [entry, ...]): the parent appends each run in one
-    piece (batch_dispatch.put_windows; each queue's units stay in order)."""
-    out, run = [], []
+    """Consecutive window entries gathered into one ("windows", [entry, ...]) of up to HeldWindows.HOLD_ROWS rows,
+    as one process holds them: the parent appends each run in one piece (batch_dispatch.put_windows; each queue's
+    units stay in order), and its temporary arrays stay bounded whatever the range (a whole file of a store of
+    many queues)."""
+    from rmqctl.repair.batch_dispatch import HeldWindows
+
+    out, run, rows = [], [], [0]
 
     def close():
         if run:
             out.append(("windows", list(run)))
             run.clear()
+            rows[0] = 0
 
     for e in entries:
         if e[0] == "window":
             run.append(e[1])
+            rows[0] += len(e[1][0])
+            if rows[0] >= HeldWindows.HOLD_ROWS:
+                close()
         else:
             close()
             out.append(e)
@@ -392,13 +401,23 @@ def _to_slot(payload, slot: int):
     bufs: list = []
     data = pickle.dumps(payload, protocol=5, buffer_callback=bufs.append)
     raws = [b.raw() for b in bufs]
-    if sum(r.nbytes for r in raws) > size:
-        return payload
-    at, spans = slot * size, []
+    page = mmap.PAGESIZE
+    at, end, spans = slot * size, (slot + 1) * size, []
     for r in raws:
-        mm[at:at + r.nbytes] = r
+        if r.nbytes >= BIG_BUFFER:      # on a page of its own: the parent gives its pages back once copied
+            at = -(-at // page) * page
+        if at + r.nbytes > end:
+            return payload
         spans.append((at, r.nbytes))
         at += r.nbytes
+    for (a, n), r in zip(spans, raws):
+        mm[a:a + n] = r
+        if n >= BIG_BUFFER and hasattr(mm, "madvise"):
+            # out of this worker's pages (the data stays in the mapping): it never holds a result twice
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, a, n // page * page)
+            except OSError:
+                pass
     return _InSlot(data, spans)
 
 
@@ -408,15 +427,34 @@ class _InSlot:
     spans: list
 
 
-def _from_slot(payload, mm):
-    """The parent's copy of a result _to_slot left in shared memory (the slot is free once this returns)."""
+def _from_slot(payload, mm, slot: int, size: int):
+    """The parent's copy of a result _to_slot left in shared memory (the slot is free once this returns, and its
+    pages are given back: a slot of a whole file's units on a store of many queues is tens of MB)."""
     import pickle
 
     if not isinstance(payload, _InSlot):
         return payload
+    page = mmap.PAGESIZE
+    whole = size % page == 0      # slots of whole pages: what is released is this slot's alone
+    bufs = []
     with memoryview(mm) as view:
-        bufs = [bytearray(view[a:a + n]) for a, n in payload.spans]
+        for a, n in payload.spans:
+            bufs.append(bytearray(view[a:a + n]))
+            if whole and n >= BIG_BUFFER:       # its full pages, now copied: the copy and the slot never both held
+                _release(mm, a, n // page * page)
+    used = payload.spans[-1][0] + payload.spans[-1][1] - slot * size if payload.spans else 0
+    if used and whole:
+        _release(mm, slot * size, -(-used // page) * page)
     return pickle.loads(payload.data, buffers=bufs)
+
+
+def _release(mm, start: int, length: int) -> None:
+    """Give the pages of [start, start + length) of the shared mapping back (they read as zeros after)."""
+    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_REMOVE"):
+        try:
+            mm.madvise(mmap.MADV_REMOVE, start, length)
+        except OSError:
+            pass    # kept until the walk ends: only memory
 
 
 def splittable(store) -> bool:
@@ -443,7 +481,7 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
     visited = _visited(store, files, start, end)
     if not visited:
         return
-    rb = range_bytes(len(store.queues()), sum(limit - pos for _f, pos, limit in visited), jobs)
+    rb = range_bytes(sum(limit - pos for _f, pos, limit in visited), jobs)
     vecdispatch.expect_walk(store, files, start, end, jobs, rb)   # auto: numba loaded here, before the fork
     nb = vecdispatch.rebuild_kernel()
     if nb is not None:
@@ -452,7 +490,10 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
     tasks = _tasks(visited, rb)
     ahead = 2 * jobs
     slot_bytes = _slot_bytes(rb)
-    slots = mmap.mmap(-1, ahead * slot_bytes)     # shared, inherited by the workers; only written pages count
+    try:
+        slots = mmap.mmap(-1, ahead * slot_bytes)     # shared, inherited by the workers; only written pages count
+    except OSError:     # no room to reserve it (strict overcommit): every result goes through the pipe
+        slots = None
     free = list(range(ahead))
     _SPEC = {"visited": visited, "sink": sink, "kw": kw, "slots": slots, "slot_bytes": slot_bytes}
     pool = mp.get_context("fork").Pool(jobs)
@@ -465,14 +506,14 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
                 if t is None:
                     return
                 slot = free.pop()
-                pending.append((t, slot, pool.apply_async(_walk_range, ((*t, slot),))))
+                pending.append((t, slot, pool.apply_async(_walk_range, ((*t, slot) if slots is not None else t,))))
 
         fill()
         cur, handoff, fend = -1, None, None
         while pending:
             t, slot, ar = pending.popleft()
             r = ar.get()
-            r.payload = _from_slot(r.payload, slots)
+            r.payload = _from_slot(r.payload, slots, slot, slot_bytes)
             free.append(slot)
             fill()
             fi = t[0]
@@ -499,7 +540,8 @@ def walk(store, files, start=None, end=None, *, jobs: int, sink, walk=None, prog
         exc = sys.exc_info()[1]
         _close(pool, pending, wait=exc is None or isinstance(exc, Exception))   # Ctrl-C: at once
         _SPEC = {}
-        slots.close()
+        if slots is not None:
+            slots.close()
         for k in [k for k in _PROC if k[0] == os.getpid()]:
             del _PROC[k]
 
