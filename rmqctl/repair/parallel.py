@@ -26,9 +26,9 @@ random splits). Hence byte-identical files, the same plan and the same journal w
 Memory: a worker holds one kernel window (scanvec.WINDOW) plus one range's recorded arrays (about 40 bytes
 per consume-queue unit, 16 bytes per record plus 16 per index key); the parent keeps at most
 2 x jobs range results in flight (submitted ahead of the one being merged), IN_FLIGHT_BYTES of commitlog in
-all (unless a store of many queues walks whole files): with 1 KiB messages about 27 MB of cq units (rebuild cq)
-and 25 MB of index keys (two a message), whatever the store size and -j; the builders themselves stream as in
-one process.
+all up to -j 8 (from -j 9 on ranges stay at MIN_RANGE: 64 MiB per job): with 1 KiB messages about 27 MB of
+cq units (rebuild cq) and 25 MB of index keys (two a message), whatever the store size; the builders themselves
+stream as in one process.
 
 Not split (one process, as -j 1): stores with batch consume queues (a batch CQ unit needs the record's
 properties at build time), --on-corruption quarantine's fillers (pass 2 of recover), the per-record
@@ -216,8 +216,7 @@ class Dispatch:
 def _joined_windows(entries: list) -> list:
     """Consecutive window entries gathered into one ("windows", [entry, ...]) of up to HeldWindows.HOLD_ROWS rows,
     as one process holds them: the parent appends each run in one piece (batch_dispatch.put_windows; each queue's
-    units stay in order), and its temporary arrays stay bounded whatever the range (a whole file of a store of
-    many queues)."""
+    units stay in order), and its temporary arrays stay bounded whatever the range's size."""
     from rmqctl.repair.batch_dispatch import HeldWindows
 
     out, run, rows = [], [], [0]
