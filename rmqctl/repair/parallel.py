@@ -561,9 +561,14 @@ def recover_sink(dup, spec) -> Sinks:
     (rmqctl.repair.speculation) when it runs."""
     parts = [Dup(dup)]
     if spec is not None:
-        idx_from = spec.idx["from"] if spec.idx is not None else None
-        parts.append(Dispatch(spec.store, spec.states, spec.rebuilder, idx_from, spec.dir))
+        parts.append(speculation_dispatch(spec))
     return Sinks(parts)
+
+
+def speculation_dispatch(spec) -> Dispatch:
+    """The dispatch into a speculation's builders (its queue states and index), as its own feed does."""
+    return Dispatch(spec.store, spec.states, spec.rebuilder, spec.idx["from"] if spec.idx is not None else None,
+                    spec.dir)
 
 
 def dispatch_pass2(store, files, segments, scan_start, states, idx, ctx, cfg, jobs: int):

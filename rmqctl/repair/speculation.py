@@ -80,8 +80,7 @@ class Speculation:
                 walk = Walk()
                 if opts.jobs > 1 and P.splittable(store):   # the index from its start: often most of the store
                     P.walk(store, files, sp.start_at, scan_start, jobs=opts.jobs, walk=walk, check_crc=False,
-                           sink=P.Dispatch(store, sp.states, sp.rebuilder, sp.idx["from"] if sp.idx else None,
-                                           sp.dir))
+                           sink=P.speculation_dispatch(sp))
                 else:
                     for b in VD.batches(store, files, sp.start_at, scan_start, check_crc=False, walk=walk):
                         sp.feed(b)
