@@ -118,6 +118,47 @@ def test_stale_slot_values_are_dropped_alike(tmp_path):
     assert out[0][1] == 2        # 99 (beyond the count) and -3 count as empty; 1 is a real chain
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 7), st.integers(0, 400), st.integers(1, 10**6), st.randoms())
+def test_put_keys_by_blocks_equals_one_pass(S, bits, k, n0, rnd):
+    """The slot table visited block by block gives the one pass's items, count and table: runs longer and
+    shorter than a block, slots hit many times, stale slot values (negative, beyond the count)."""
+    r = np.random.default_rng(rnd.getrandbits(32))
+    h = r.integers(0, 2**31 - 1, k) if rnd.random() < 0.5 else r.integers(0, 5, k) * r.integers(1, S + 1)
+    phy, ts = np.sort(r.integers(0, 2**40, k)), 1_700_000_000_000 + np.sort(r.integers(-5000, 2**33, k))
+    table = r.integers(-3, n0 + k + 3, S).astype(np.int32)
+    b0, b1 = int(r.choice([0, -1, 1_699_999_999_000])), 1_700_000_000_000
+    got, want = table.copy(), table.copy()
+    a = rebuild_nb.put_keys(got, S, h, phy, ts, n0, b0, b1, bits=bits)
+    b = rebuild_nb.put_keys(want, S, h, phy, ts, n0, b0, b1, bits=0)
+    assert a[0].tobytes() == b[0].tobytes() and a[1] == b[1]
+    assert (got == want).all()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_gathered_runs_give_the_numpy_files(tmp_path, seed):
+    """put_many's compiled path gathers items into runs put later (runs filling inside a call and across
+    calls, put by blocks) and may meet the numpy path between two calls: the files are the numpy path's."""
+    rnd = np.random.default_rng(100 + seed)
+    S, N = int(rnd.integers(8, 200)), int(rnd.integers(50, 600))
+    runs, left, ts0 = [], N - 1, 1_700_000_000_000
+    while left:
+        k = int(min(left, rnd.integers(1, 40)))
+        runs.append((rnd.integers(0, 2**31, k).astype(np.int64), np.sort(rnd.integers(0, 2**40, k)).astype(np.int64),
+                     (ts0 + np.sort(rnd.integers(-5000, 2**33, k))).astype(np.int64)))
+        left -= k
+    kernels = [str(rnd.choice(["numba", "numpy"])) if seed % 2 else "numba" for _ in runs]
+    want = _index_file(tmp_path, "f", S, N, runs, ts0 - 3000, "numpy")
+    with mock.patch.object(rebuild_nb, "BLOCKED_ITEMS", 1), mock.patch.object(rebuild_nb, "BLOCK_BITS", 1 + seed % 3), \
+            mock.patch("rmqctl.repair.rebuild_index.RUN_ITEMS", int(rnd.integers(2, 50))):
+        f = IndexFileBuilder(tmp_path / "mixed", "f", S, N, 1000, ts0 - 3000)
+        for (h, phy, ts), kernel in zip(runs, kernels):
+            with mock.patch.dict(os.environ, {"RMQCTL_KERNEL": kernel}):
+                f.put_many(h, phy, ts)
+        f.finish()
+    assert ((tmp_path / "mixed").read_bytes(), f.hash_slot_count, f.index_count) == want
+
+
 # -- end to end -------------------------------------------------------------------------------------
 
 class _Counted(rebuild_nb.Scan):

@@ -218,11 +218,29 @@ def _be(out, o, v, width):
         out[o + q] = (v >> (8 * (width - 1 - q))) & 0xFF
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _put_item(out, x, h, phy, ts, begin_ts0, begin_ts1, pre):
+    b = begin_ts0 if x == 0 else begin_ts1
+    d = ts - b
+    if d < 0:
+        d = 0
+    else:
+        d = d // 1000
+    if b <= 0:
+        d = 0
+    elif d > 2147483647:
+        d = 2147483647
+    o = 20 * x
+    _be(out, o, h, 4)
+    _be(out, o + 4, phy, 8)
+    _be(out, o + 12, d, 4)
+    _be(out, o + 16, pre, 4)
+
+
 @njit(cache=True, nogil=True)
 def _put_keys(slots, S, h, phy, ts, n0, begin_ts0, begin_ts1, out):
-    k = len(h)
     added = 0
-    for x in range(k):
+    for x in range(len(h)):
         num = n0 + x
         slot = h[x] % S
         pre = np.int64(slots[slot])
@@ -230,33 +248,78 @@ def _put_keys(slots, S, h, phy, ts, n0, begin_ts0, begin_ts1, out):
             pre = 0
             added += 1
         slots[slot] = num
-        b = begin_ts0 if x == 0 else begin_ts1
-        d = ts[x] - b
-        if d < 0:
-            d = 0
-        else:
-            d = d // 1000
-        if b <= 0:
-            d = 0
-        elif d > 2147483647:
-            d = 2147483647
-        o = 20 * x
-        _be(out, o, h[x], 4)
-        _be(out, o + 4, phy[x], 8)
-        _be(out, o + 12, d, 4)
-        _be(out, o + 16, pre, 4)
+        _put_item(out, x, h[x], phy[x], ts[x], begin_ts0, begin_ts1, pre)
     return added
 
 
-def put_keys(slots: np.ndarray, S: int, h, phy, ts, n0: int, begin_ts0: int, begin_ts1: int):
+@njit(cache=True, nogil=True)
+def _put_keys_blocked(slots, S, h, phy, ts, n0, begin_ts0, begin_ts1, out, bits):
+    """_put_keys with the slot table visited one block of 2^bits slots at a time: the items are counted and
+    placed by block (stable), and each block's items update the table in item order, after the block is read
+    through once in address order when they are many (the hardware fetches ahead on that read; the updates
+    then hit the cache instead of missing at random). Every slot sees the same items in the same order, so
+    the result is _put_keys's."""
+    k = len(h)
+    nbk = ((S - 1) >> bits) + 1
+    start = np.zeros(nbk + 1, np.int64)
+    sl = np.empty(k, np.int32)
+    for x in range(k):
+        s = h[x] % S
+        sl[x] = s
+        start[(s >> bits) + 1] += 1
+    for b in range(nbk):
+        start[b + 1] += start[b]
+    pos = start[:nbk].copy()
+    ss = np.empty(k, np.int32)
+    xs = np.empty(k, np.int32)
+    for x in range(k):
+        s = sl[x]
+        b = s >> bits
+        p = pos[b]
+        ss[p] = s
+        xs[p] = x
+        pos[b] = p + 1
+    pres = sl                  # each item's preIndexNo, in item order (the slot numbers are not needed again)
+    added = 0
+    touched = 0
+    dense = (1 << bits) >> 7   # items from which a block is read through first (a cache line holds 16 slots)
+    for b in range(nbk):
+        if start[b + 1] - start[b] >= dense:
+            for q in range(b << bits, min(S, (b + 1) << bits), 16):
+                touched += slots[q]
+        for j in range(start[b], start[b + 1]):
+            s = ss[j]
+            num = n0 + xs[j]
+            pre = np.int64(slots[s])
+            if pre <= 0 or pre > num:
+                pre = 0
+                added += 1
+            slots[s] = num
+            pres[xs[j]] = pre
+    for x in range(k):
+        _put_item(out, x, h[x], phy[x], ts[x], begin_ts0, begin_ts1, pres[x])
+    return added, touched     # the sum read keeps the read-through from being compiled away
+
+
+BLOCK_BITS = 14          # 64 KiB of slot table a block (measured 13-15 alike; 5 M slots: 306 blocks)
+BLOCKED_ITEMS = 1 << 15  # fewer items pay less than the two extra passes save
+
+
+def put_keys(slots: np.ndarray, S: int, h, phy, ts, n0: int, begin_ts0: int, begin_ts1: int,
+             bits: int | None = None):
     """Items n0, n0+1, ... of an index file in order: updates the slot table (int32) and returns (the
     20-byte big-endian items, how many found their slot empty). The first item is timed against
-    begin_ts0 (the header's beginTimestamp before it is put), the others against begin_ts1."""
+    begin_ts0 (the header's beginTimestamp before it is put), the others against begin_ts1. Long runs
+    over a large table go by blocks of 2^bits slots (BLOCK_BITS unless given; 0: one pass in item order)."""
     k = len(h)
     out = np.empty(20 * k, np.uint8)
-    added = _put_keys(slots, np.int64(S), np.ascontiguousarray(h, np.int64), np.ascontiguousarray(phy, np.int64),
-                      np.ascontiguousarray(ts, np.int64), np.int64(n0), np.int64(begin_ts0), np.int64(begin_ts1),
-                      out) if k else 0
+    if not k:
+        return out, 0
+    if bits is None:
+        bits = BLOCK_BITS if k >= BLOCKED_ITEMS and S >> BLOCK_BITS >= 8 else 0
+    args = (slots, np.int64(S), np.ascontiguousarray(h, np.int64), np.ascontiguousarray(phy, np.int64),
+            np.ascontiguousarray(ts, np.int64), np.int64(n0), np.int64(begin_ts0), np.int64(begin_ts1), out)
+    added = _put_keys_blocked(*args, np.int64(bits))[0] if bits else _put_keys(*args)
     return out, int(added)
 
 
@@ -374,5 +437,6 @@ def warm() -> None:
     index_items(b, z, np.ones(1, np.bool_), np.ones(1, np.bool_), z, z, np.ones(1, np.bool_), z, one,
                 np.zeros(1, np.uint64))
     put_keys(np.zeros(4, np.int32), 4, z, z, z, 1, 0, 0)
+    put_keys(np.zeros(4, np.int32), 4, z, z, z, 1, 0, 0, bits=1)
     gid, rank, _ = group_queues(z)
     place_groups(gid, rank, z, z, z, z, z, z, np.ones(1, np.bool_))

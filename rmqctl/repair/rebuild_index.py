@@ -34,6 +34,7 @@ HEADER = writers.INDEX_HEADER           # derived from formats.index.IndexHeader
 ITEM = writers.INDEX_ITEM
 INT_MAX = 2**31 - 1
 _ITEM_BUF = 1 << 16   # items buffered before one pwrite
+RUN_ITEMS = 1 << 18   # compiled path: items put in one run (6 MiB gathered; put by blocks, 4x faster an item than 16 K)
 _ITEM_DT = [("h", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("pre", ">i4")]
 
 
@@ -133,6 +134,8 @@ class IndexFileBuilder:
         self._buf: list = []
         self._buf_items = 0
         self._buf_first = 1            # item number of the first buffered item
+        self._run = None               # compiled path: items gathered but not put yet (h, phy, ts rows)
+        self._run_items = self._run_n0 = self._run_b0 = 0
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         os.ftruncate(self._fd, self.size)
         self._items_base = ixf.HEADER_SIZE + 4 * hash_slot_num
@@ -166,17 +169,17 @@ class IndexFileBuilder:
         n0 = self.index_count
         from rmqctl.kernels import rebuild_kernel
 
-        nb = rebuild_kernel()
-        if nb is not None:
-            # the same putKey run compiled (rmqctl.kernels.rebuild_nb.put_keys): one pass in item order
-            b0 = self.begin_ts
+        if rebuild_kernel() is not None:
+            # the same putKey run compiled (rmqctl.kernels.rebuild_nb.put_keys), on runs gathered to RUN_ITEMS:
+            # a long run visits the slot table block by block instead of at random
+            if not self._run_items:
+                self._run_n0, self._run_b0 = n0, self.begin_ts
             if n0 <= 1:
                 self.begin_phy, self.begin_ts = int(phy[0]), int(ts[0])
-            out, added = nb.put_keys(self.slots, self.S, h, phy, ts, n0, b0, self.begin_ts)
-            self.hash_slot_count += added
-            self._buf.append(out)
-            self._after_put(k, phy, ts)
+            self._gather(h, phy, ts)
+            self._counted(k, phy, ts)
             return
+        self._put_run()              # items the compiled path gathered come first
         nums = n0 + np.arange(k, dtype=np.int64)
         slot = h % self.S
         order = np.argsort(slot, kind="stable")
@@ -205,14 +208,51 @@ class IndexFileBuilder:
         self._buf.append(items)
         self._after_put(k, phy, ts)
 
-    def _after_put(self, k, phy, ts) -> None:
-        self._buf_items += k
+    def _counted(self, k, phy, ts) -> None:
         self.index_count += k
         self.end_phy, self.end_ts = int(phy[-1]), int(ts[-1])
+
+    def _after_put(self, k, phy, ts) -> None:
+        self._counted(k, phy, ts)
+        self._buf_items += k
         if self._buf_items >= _ITEM_BUF:
             self._flush_items()
 
+    def _gather(self, h, phy, ts) -> None:
+        """Copy items into the run (made on first use), putting it whenever it fills."""
+        import numpy as np
+
+        if self._run is None:
+            self._run = np.empty((3, min(RUN_ITEMS, self.N)), np.int64)
+        cap = self._run.shape[1]
+        a, k = 0, len(h)
+        while a < k:
+            m = self._run_items
+            b = min(k, a + cap - m)
+            self._run[0, m:m + b - a], self._run[1, m:m + b - a], self._run[2, m:m + b - a] = \
+                h[a:b], phy[a:b], ts[a:b]
+            self._run_items += b - a
+            if self._run_items == cap:
+                self._flush_items()
+                self._run_n0, self._run_b0 = self._run_n0 + cap, self.begin_ts
+            a = b
+
+    def _put_run(self) -> None:
+        m = self._run_items
+        if not m:
+            return
+        from rmqctl.kernels import rebuild_nb
+
+        r = self._run
+        out, added = rebuild_nb.put_keys(self.slots, self.S, r[0, :m], r[1, :m], r[2, :m], self._run_n0, self._run_b0,
+                                         self.begin_ts)
+        self.hash_slot_count += added
+        self._buf.append(out)
+        self._buf_items += m
+        self._run_items = 0
+
     def _flush_items(self) -> None:
+        self._put_run()
         if self._buf:
             # written from the items' arrays themselves in one gathered write, not joined into a copy first
             import numpy as np
@@ -243,7 +283,7 @@ class IndexFileBuilder:
         # one equal to the store's file is dropped unwritten, and a killed run rebuilds its staging anyway
         os.close(self._fd)
         self._fd = None
-        self.slots = None
+        self.slots = self._run = None
 
     def abort(self) -> None:
         if self._fd is not None:
