@@ -65,9 +65,15 @@ def _facts(path, slots: int, compiled):
     return [dataclasses.astuple(x) for x in f.findings]
 
 
+@pytest.mark.parametrize("bits", [0, 1, 3], ids=["at-random", "blocks-of-2", "blocks-of-8"])
 @pytest.mark.parametrize("batch", [1, 7, 64, ixc.BATCH])
-def test_compiled_item_checks_equal_numpy(tmp_path, monkeypatch, batch):
+def test_compiled_item_checks_equal_numpy(tmp_path, monkeypatch, batch, bits):
+    """...also when the bucket check reads the slot numbers block by block (forced here on small files)."""
     monkeypatch.setattr(ixc, "BATCH", batch)
+    if bits:
+        monkeypatch.setattr(ixc, "BLOCK_BITS", bits)
+        monkeypatch.setattr(ixc, "BLOCKED_ITEMS", 1)
+        monkeypatch.setattr(ixc, "BLOCKED_TABLE", 0)
     rnd = random.Random(batch)
     seen = set()
     for case in range(40):
@@ -122,12 +128,17 @@ def _whole(path, slots, compiled):
     return [dataclasses.astuple(x) for x in f.findings], f.hdr, f.first, f.last
 
 
-@pytest.mark.parametrize("compiled", [False, index_nb], ids=["numpy", "numba"])
-def test_pieces_joined_equal_one_pass(tmp_path, monkeypatch, compiled):
+@pytest.mark.parametrize("compiled,bits", [(False, 0), (index_nb, 0), (index_nb, 2)],
+                         ids=["numpy", "numba", "numba-blocks"])
+def test_pieces_joined_equal_one_pass(tmp_path, monkeypatch, compiled, bits):
     """verify -j checks a large index file in pieces (items lo .. hi-1 each, the last piece also the rest of the
     file): joined, the pieces' facts equal one pass's -- the first offender of each check, in one pass's order --
     whatever the cuts, batch-aligned or not."""
     monkeypatch.setattr(ixc, "BATCH", 5)
+    if bits:
+        monkeypatch.setattr(ixc, "BLOCK_BITS", bits)
+        monkeypatch.setattr(ixc, "BLOCKED_ITEMS", 1)
+        monkeypatch.setattr(ixc, "BLOCKED_TABLE", 0)
     rnd = random.Random(17)
     kinds = set()
     for case in range(60):

@@ -24,6 +24,9 @@ from rmqctl.store.files import open_read
 HEADER = writers.INDEX_HEADER     # derived from formats.index.IndexHeader / IndexItem
 ITEM = writers.INDEX_ITEM
 BATCH = 65536
+# the compiled bucket check reads the items' slot numbers by blocks of 2^BLOCK_BITS items once a batch has
+# BLOCKED_ITEMS items and the numbers BLOCKED_TABLE items (4 bytes each): past the cache, random reads miss
+BLOCK_BITS, BLOCKED_ITEMS, BLOCKED_TABLE = 14, 1 << 15, 1 << 21
 
 
 def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *, commitlog=None,
@@ -189,7 +192,8 @@ def _check_items(p, pread, hash_slot_num: int, hdr: dict, hits: list, nb=None, l
         raw = pread(k * ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * n)
         if nb is not None:
             nb.items(np.frombuffer(raw, np.uint8), k, n, hash_slot_num, slot_of, max(limit, 0),
-                     0 if last_phy is None else last_phy, last_phy is not None, todo if checking else 0, out)
+                     0 if last_phy is None else last_phy, last_phy is not None, todo if checking else 0, out,
+                     BLOCK_BITS if k >= BLOCKED_ITEMS and n + k > BLOCKED_TABLE else 0)
         else:
             _items_numpy(raw, k, n, hash_slot_num, slot_of, max(limit, 0), last_phy, out, checking)
         for bit, j in ((CYCLE, 0), (BUCKET, 1), (TIME, 2), (PHY, 3)):

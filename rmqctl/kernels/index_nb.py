@@ -26,14 +26,20 @@ def _i64(b, p):
 
 
 @njit(cache=True, nogil=True)
-def items(b, k, n, slots, slot_of, limit, last_phy, has_last, todo, out):
+def items(b, k, n, slots, slot_of, limit, last_phy, has_last, todo, out, bits):
     """Items n .. n+k-1 (their bytes in b): each item's slot (keyHash mod `slots`, Python's sign rule) into
     slot_of, and the first item of the batch failing each check in `todo`: out[0] a prevIndex that is not older
     than the item, out[1] a prevIndex into another bucket, out[2] a timeDiff outside [0, limit] (items 2 on),
-    out[3] a phyOffset below the one before (out[4]: that one). out[5]: the batch's last phyOffset. -1: none."""
+    out[3] a phyOffset below the one before (out[4]: that one). out[5]: the batch's last phyOffset. -1: none.
+    bits > 0: the bucket check reads slot_of by blocks of 2^bits items (_first_stray) instead of at random."""
     for c in range(4):
         out[c] = -1
     prev = last_phy if has_last else _i64(b, 4)
+    by_blocks = bits > 0 and todo & BUCKET
+    m = 0
+    pi = np.empty(k if by_blocks else 0, np.int32)
+    pp = np.empty(k if by_blocks else 0, np.int32)
+    ps = np.empty(k if by_blocks else 0, np.int32)
     for i in range(k):
         p = i * ITEM
         num = n + i
@@ -43,8 +49,12 @@ def items(b, k, n, slots, slot_of, limit, last_phy, has_last, todo, out):
         if pre < 0 or pre >= num:
             if todo & CYCLE and out[0] < 0:
                 out[0] = i
-        elif pre > 0 and todo & BUCKET and out[1] < 0 and slot_of[pre] != s:
-            out[1] = i
+        elif pre > 0 and todo & BUCKET and out[1] < 0:
+            if by_blocks:
+                pi[m], pp[m], ps[m] = i, pre, s
+                m += 1
+            elif slot_of[pre] != s:
+                out[1] = i
         if num >= 2 and todo & TIME and out[2] < 0:
             td = _i32(b, p + 12)
             if td < 0 or td > limit:
@@ -55,6 +65,42 @@ def items(b, k, n, slots, slot_of, limit, last_phy, has_last, todo, out):
             out[4] = prev
         prev = phy
     out[5] = prev
+    if m:
+        out[1] = _first_stray(slot_of, pi[:m], pp[:m], ps[:m], bits, n + k)[0]
+
+
+@njit(cache=True, nogil=True)
+def _first_stray(slot_of, pi, pp, ps, bits, end):
+    """The least pi[j] with slot_of[pp[j]] != ps[j] (-1: none), reading slot_of (items 0 .. end-1) one block of
+    2^bits items at a time: the pairs are placed by block, and a block with many is read through once in address
+    order first (the hardware fetches ahead on that read; the random reads then hit the cache)."""
+    m = len(pi)
+    nbk = ((end - 1) >> bits) + 1
+    start = np.zeros(nbk + 1, np.int64)
+    for j in range(m):
+        start[(pp[j] >> bits) + 1] += 1
+    for c in range(nbk):
+        start[c + 1] += start[c]
+    pos = start[:nbk].copy()
+    oi = np.empty(m, np.int32)
+    op = np.empty(m, np.int32)
+    os_ = np.empty(m, np.int32)
+    for j in range(m):
+        c = pp[j] >> bits
+        q = pos[c]
+        oi[q], op[q], os_[q] = pi[j], pp[j], ps[j]
+        pos[c] = q + 1
+    first = -1
+    touched = 0
+    dense = (1 << bits) >> 7      # a cache line holds 16 slot numbers
+    for c in range(nbk):
+        if start[c + 1] - start[c] >= dense:
+            for q in range(c << bits, min(end, (c + 1) << bits), 16):
+                touched += slot_of[q]
+        for j in range(start[c], start[c + 1]):
+            if slot_of[op[j]] != os_[j] and (first < 0 or oi[j] < first):
+                first = oi[j]
+    return first, touched         # the sum read keeps the read-through from being compiled away
 
 
 @njit(cache=True, nogil=True)
@@ -76,5 +122,5 @@ def warm() -> None:
     workers fork, so that they inherit them."""
     b, out = np.frombuffer(bytes(ITEM), np.uint8), np.zeros(6, np.int64)    # read-only, as pread's bytes
     slot_of = np.zeros(2, np.int32)
-    items(b, 1, 1, 1, slot_of, 0, 0, False, 0, out)
+    items(b, 1, 1, 1, slot_of, 0, 0, False, 0, out, 0)
     slot_heads(b[:4], 2, slot_of)
