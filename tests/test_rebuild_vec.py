@@ -628,22 +628,25 @@ def test_window_append_to_many_queues_equals_one_queue_at_a_time(tmp_path_factor
     assert {k: view(s) for k, s in got.items()} == {k: view(s) for k, s in want.items()}
 
 
-def test_index_items_written_whole_through_short_writes(tmp_path, monkeypatch):
-    """The staged index file's items go out as the kernel's arrays in one gathered write; a write that takes only
-    part of them (a signal, a full pipe of a FUSE store) is carried on from the byte where it stopped."""
+@pytest.mark.parametrize("cap", [1 << 20, 2, 97, 1000])
+def test_index_items_written_whole_through_short_writes(tmp_path, monkeypatch, cap):
+    """The staged index file's items go out as the kernel's arrays in gathered writes of at most WRITE_CALL_BYTES
+    each (and IOV_MAX arrays); a write that takes only part of them (a signal, a full pipe of a FUSE store) is
+    carried on from the byte where it stopped."""
     import os
     import random
 
     import numpy as np
 
-    from rmqctl.repair.rebuild_index import write_all
+    from rmqctl.store import files
 
-    rnd = random.Random(8)
+    rnd = random.Random(8 + cap)
     real = os.pwritev
-    cuts = []
+    cuts, sizes = [], []
 
     def short(fd, views, pos):
         total = sum(len(v) for v in views)
+        sizes.append((total, len(views)))
         n = rnd.randint(1, total) if total else 0
         out, left = [], n
         for v in views:
@@ -653,13 +656,15 @@ def test_index_items_written_whole_through_short_writes(tmp_path, monkeypatch):
         return real(fd, out, pos)
 
     monkeypatch.setattr(os, "pwritev", short)
+    monkeypatch.setattr(files, "WRITE_CALL_BYTES", cap)
     for case in range(20):
         bufs = [np.frombuffer(rnd.randbytes(rnd.randint(0, 300)), np.uint8) for _ in range(rnd.randint(1, 2500))]
         p = tmp_path / f"f{case}"
         fd = os.open(p, os.O_RDWR | os.O_CREAT)
         try:
-            write_all(fd, list(bufs), 7)
+            files.write_all(fd, list(bufs), 7)
         finally:
             os.close(fd)
         assert p.read_bytes() == bytes(7) + b"".join(b.tobytes() for b in bufs)
     assert any(cuts)
+    assert max(t for t, _ in sizes) <= cap and max(k for _, k in sizes) <= min(1024, os.sysconf("SC_IOV_MAX"))

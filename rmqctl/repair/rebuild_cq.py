@@ -32,7 +32,7 @@ from rmqctl import dispatch as D
 from rmqctl import writers
 from rmqctl.formats import consumequeue as cqf
 from rmqctl.formats import consumequeue_ext as cqf_ext
-from rmqctl.store.files import FileQueue, offset_name
+from rmqctl.store.files import FileQueue, offset_name, write_all
 
 UNIT = writers.CQ_UNIT                  # derived from formats.consumequeue.ConsumeQueueUnit
 UNIT_SIZE = cqf.UNIT_SIZE
@@ -298,10 +298,7 @@ class QueueState:
     def _write_spilled(self, s: int, n: int, size: int | None) -> None:
         fd = os.open(self.stage_dir / offset_name(s), os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            view, pos = memoryview(self.out)[:n], self.out_base - s
-            while view:
-                w = os.pwrite(fd, view, pos)
-                view, pos = view[w:], pos + w
+            write_all(fd, [memoryview(self.out)[:n]], self.out_base - s)
             if size is not None:
                 os.ftruncate(fd, size)
         finally:
@@ -534,9 +531,7 @@ def write_staged(path: Path, data: bytes, size: int | None = None) -> None:
     """Write data to a new file; `size`: the file is then extended with zeros to that size."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, [data], 0)
         if size is not None and size > len(data):
             os.ftruncate(fd, size)
     finally:

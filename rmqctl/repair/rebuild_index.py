@@ -20,7 +20,6 @@ deterministic, so an interrupted run that is re-run converges on the same names.
 """
 from __future__ import annotations
 
-import errno
 import os
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from rmqctl import writers
 from rmqctl.dispatch import index_keys
 from rmqctl.formats import commitlog as cl
 from rmqctl.formats import index as ixf
+from rmqctl.store.files import write_all
 
 HEADER = writers.INDEX_HEADER           # derived from formats.index.IndexHeader / IndexItem
 ITEM = writers.INDEX_ITEM
@@ -97,23 +97,6 @@ def _jhash(s: str) -> int:
         h = ixf.java_string_hash(s)
     h = abs(h)
     return 0 if h >= (1 << 31) else h
-
-
-def write_all(fd: int, views: list, pos: int) -> None:
-    """Write the byte arrays one after the other at pos, IOV_MAX at a time, retrying short writes."""
-    i, limit = 0, min(1024, os.sysconf("SC_IOV_MAX"))
-    while i < len(views):
-        group = views[i:i + limit]
-        n = os.pwritev(fd, group, pos)
-        if n <= 0 and any(len(v) for v in group):
-            raise OSError(errno.EIO, "a write took no bytes")
-        pos += n
-        while group and n >= len(group[0]):
-            n -= len(group[0])
-            group.pop(0)
-            i += 1
-        if group and n:
-            views[i] = group[0][n:]
 
 
 class IndexFileBuilder:
@@ -274,11 +257,7 @@ class IndexFileBuilder:
         for a in range(0, len(self.slots), step):
             part = self.slots[a:a + step]
             if part.any():
-                data = memoryview(part.astype(">i4").tobytes())
-                pos = ixf.HEADER_SIZE + 4 * a
-                while data:
-                    n = os.pwrite(self._fd, data, pos)
-                    data, pos = data[n:], pos + n
+                write_all(self._fd, [part.astype(">i4")], ixf.HEADER_SIZE + 4 * a)
         # no fsync here: a staged file is fsynced by the journal when it is installed (journal.ops.install_file);
         # one equal to the store's file is dropped unwritten, and a killed run rebuilds its staging anyway
         os.close(self._fd)

@@ -6,6 +6,7 @@ and devices are refused before opening (lstat/stat, then an O_NONBLOCK open re-c
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass, field
@@ -23,6 +24,43 @@ def kind_of(mode: int) -> str:
         if test(mode):
             return name
     return "not a regular file"
+
+
+# bytes one write call carries: on Linux 6.18 (ext4) single writes of 4 MiB and more into the page cache ran at
+# 0.7-1 GB/s where the same bytes in 1-2 MiB calls ran at 4.5-6 GB/s (measured; the cause is the kernel's)
+WRITE_CALL_BYTES = 1 << 20
+
+
+def write_all(fd: int, views: list, pos: int) -> None:
+    """Write the byte arrays one after the other at pos, WRITE_CALL_BYTES (and IOV_MAX arrays) a call at most,
+    retrying short writes."""
+    limit = min(1024, os.sysconf("SC_IOV_MAX"))
+    group, size = [], 0
+    for v in views:
+        v = memoryview(v).cast("B")
+        for a in range(0, len(v), WRITE_CALL_BYTES):
+            piece = v[a:a + WRITE_CALL_BYTES]
+            if group and (size + len(piece) > WRITE_CALL_BYTES or len(group) == limit):
+                pos = _write_group(fd, group, pos)
+                group, size = [], 0
+            group.append(piece)
+            size += len(piece)
+    if group:
+        _write_group(fd, group, pos)
+
+
+def _write_group(fd: int, group: list, pos: int) -> int:
+    while group:
+        n = os.pwritev(fd, group, pos)
+        if n <= 0 and any(len(v) for v in group):
+            raise OSError(errno.EIO, "a write took no bytes")
+        pos += n
+        while group and n >= len(group[0]):
+            n -= len(group[0])
+            group.pop(0)
+        if group and n:
+            group[0] = group[0][n:]
+    return pos
 
 
 def unnameable(path) -> bool:
