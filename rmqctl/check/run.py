@@ -167,7 +167,7 @@ def _scan_parallel(args: list, jobs: int, progress, est: list | None = None, sid
     import gc
 
     gc.collect()
-    gc.freeze()     # the forked workers' collections then leave the parent's objects (and their pages) alone
+    frozen = _freeze()
     with mp.get_context("fork").Pool(min(jobs, len(tasks) + len(side))) as pool:
         pending = [pool.apply_async(fn, (arg,)) for fn, arg in side]
         for k, (t, fr) in enumerate(zip(tasks, pool.imap(_range_job, tasks))):
@@ -175,8 +175,27 @@ def _scan_parallel(args: list, jobs: int, progress, est: list | None = None, sid
             if progress:
                 progress((t[5] if t[5] is not None else min(t[3], t[0].file_size)) - t[4])
         side_results = [r.get() for r in pending]
-    gc.unfreeze()
+    _thaw(frozen)
     return [clc.merge_ranges(a[0], p) for a, p in zip(args, parts)], side_results
+
+
+def _freeze() -> bool:
+    """Move the parent's objects out of the collector's reach before workers fork: their collections then leave
+    the parent's pages alone. True when this process had frozen nothing before (then _thaw gives them back)."""
+    import gc
+
+    first = gc.get_freeze_count() == 0
+    gc.freeze()
+    return first
+
+
+def _thaw(first: bool) -> None:
+    """Undo _freeze, unless the process had frozen objects already (numba's, rmqctl.kernels): thawed, they made
+    the collections at interpreter exit cost 0.13-0.2 s."""
+    import gc
+
+    if first:
+        gc.unfreeze()
 
 
 # after the walk, verify -j checks the consume queues in workers too, in contiguous groups of queues (a fresh pool:
@@ -230,8 +249,6 @@ def _check_queues(store, queues: list, cq_file_size: int, tracks: dict, cl_min: 
                   scanned: bool, cl_gaps, jobs: int) -> dict:
     """queues_many.check_queues, by `jobs` processes when the queues hold enough units: the same results and the
     same findings in the same order (each span's, in queue order)."""
-    import gc
-
     from rmqctl.check.queues_many import check_queues
 
     args = (cq_file_size, tracks, cl_min, cl_end)
@@ -241,13 +258,13 @@ def _check_queues(store, queues: list, cq_file_size: int, tracks: dict, cl_min: 
 
     spans = _queue_spans(queues, tracks, 4 * jobs)
     _AFTER["queues"] = (store, queues, *args, scanned, cl_gaps)
-    gc.freeze()
+    frozen = _freeze()
     try:
         with mp.get_context("fork").Pool(min(jobs, len(spans))) as pool:
             got = pool.map(_queues_job, spans)
     finally:
         _AFTER.clear()
-        gc.unfreeze()
+        _thaw(frozen)
     out: dict = {}
     for (lo, hi), g in zip(spans, got):
         if g is None:
