@@ -135,6 +135,29 @@ def test_put_keys_by_blocks_equals_one_pass(S, bits, k, n0, rnd):
     assert (got == want).all()
 
 
+def test_runs_go_by_blocks_only_when_their_keys_scatter(monkeypatch):
+    """put_keys picks blocks for a long run over a large table whose keys each hit a slot-table line of their own
+    (random ids), and the one pass for near-sequential keys as a broker writes them (their slots cluster) or a
+    short run; the items are the same either way."""
+    from rmqctl.repair.rebuild_index import _jhash
+
+    S, k = 5_000_000, 1 << 16
+    seq = np.asarray([_jhash(f"Topic#{0x7F000001 << 64 | 20231114 << 24 | i:032X}") for i in range(k)], np.int64)
+    rnd = np.random.default_rng(3).integers(0, 2**31 - 1, k)
+    assert not rebuild_nb.scattered(seq, S) and rebuild_nb.scattered(rnd, S)
+    used = []
+    real = rebuild_nb._put_keys_blocked
+    monkeypatch.setattr(rebuild_nb, "_put_keys_blocked", lambda *a: used.append(1) or real(*a))
+    z = np.zeros(k, np.int64)
+    for h, short, want in ((seq, False, []), (rnd, True, []), (rnd, False, [1])):
+        used.clear()
+        hh = h[:1000] if short else h
+        got = rebuild_nb.put_keys(np.zeros(S, np.int32), S, hh, z[:len(hh)], z[:len(hh)], 1, 0, 0)
+        assert used == want
+        assert got[0].tobytes() == rebuild_nb.put_keys(np.zeros(S, np.int32), S, hh, z[:len(hh)], z[:len(hh)], 1, 0, 0,
+                                                       bits=0)[0].tobytes()
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_gathered_runs_give_the_numpy_files(tmp_path, seed):
     """put_many's compiled path gathers items into runs put later (runs filling inside a call and across

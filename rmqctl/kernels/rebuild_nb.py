@@ -303,6 +303,19 @@ def _put_keys_blocked(slots, S, h, phy, ts, n0, begin_ts0, begin_ts1, out, bits)
 
 BLOCK_BITS = 14          # 64 KiB of slot table a block (measured 13-15 alike; 5 M slots: 306 blocks)
 BLOCKED_ITEMS = 1 << 15  # fewer items pay less than the two extra passes save
+SAMPLE = 8192            # items whose slots tell whether a run's keys scatter over the table
+
+
+def scattered(h, S: int) -> bool:
+    """Whether a run's first SAMPLE keys fall on more than half as many distinct 64-byte lines of the slot table as
+    there are keys. Keys a broker writes are often near-sequential (UNIQ_KEY ends in a counter, KEYS are often
+    numbered) and their hashes, so their slots, can cluster: on a store written by the broker 8192 keys fell on
+    1217 lines, the one pass hit the cache and blocks cost 3 %. Where each key has a line of its own (7311 lines
+    for 8192 keys on a generated store: neighbours by page, but spread over the whole table in a run), blocks pay
+    (rebuild index 7 % faster on 6.4 GB)."""
+    m = min(len(h), SAMPLE)
+    lines = np.unique((np.asarray(h[:m], np.int64) % S) >> 4).size
+    return 2 * lines > m
 
 
 def put_keys(slots: np.ndarray, S: int, h, phy, ts, n0: int, begin_ts0: int, begin_ts1: int,
@@ -310,13 +323,14 @@ def put_keys(slots: np.ndarray, S: int, h, phy, ts, n0: int, begin_ts0: int, beg
     """Items n0, n0+1, ... of an index file in order: updates the slot table (int32) and returns (the
     20-byte big-endian items, how many found their slot empty). The first item is timed against
     begin_ts0 (the header's beginTimestamp before it is put), the others against begin_ts1. Long runs
-    over a large table go by blocks of 2^bits slots (BLOCK_BITS unless given; 0: one pass in item order)."""
+    over a large table whose keys scatter go by blocks of 2^bits slots (BLOCK_BITS unless given; 0: one pass in
+    item order)."""
     k = len(h)
     out = np.empty(20 * k, np.uint8)
     if not k:
         return out, 0
     if bits is None:
-        bits = BLOCK_BITS if k >= BLOCKED_ITEMS and S >> BLOCK_BITS >= 8 else 0
+        bits = BLOCK_BITS if k >= BLOCKED_ITEMS and S >> BLOCK_BITS >= 8 and scattered(h, S) else 0
     args = (slots, np.int64(S), np.ascontiguousarray(h, np.int64), np.ascontiguousarray(phy, np.int64),
             np.ascontiguousarray(ts, np.int64), np.int64(n0), np.int64(begin_ts0), np.int64(begin_ts1), out)
     added = _put_keys_blocked(*args, np.int64(bits))[0] if bits else _put_keys(*args)
