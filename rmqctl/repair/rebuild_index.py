@@ -33,7 +33,7 @@ from rmqctl.store.files import write_all
 HEADER = writers.INDEX_HEADER           # derived from formats.index.IndexHeader / IndexItem
 ITEM = writers.INDEX_ITEM
 INT_MAX = 2**31 - 1
-_ITEM_BUF = 1 << 16   # items buffered before one pwrite
+_ITEM_BUF = 1 << 16   # numpy path: items buffered before they are written (the compiled path writes each run)
 RUN_ITEMS = 1 << 18   # compiled path: items put in one run (6 MiB gathered; long runs can go by slot-table blocks)
 _ITEM_DT = [("h", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("pre", ">i4")]
 
@@ -237,7 +237,7 @@ class IndexFileBuilder:
     def _flush_items(self) -> None:
         self._put_run()
         if self._buf:
-            # written from the items' arrays themselves in one gathered write, not joined into a copy first
+            # written from the items' arrays themselves in gathered writes, not joined into a copy first
             import numpy as np
 
             pos = self._items_base + ixf.ITEM_SIZE * self._buf_first
