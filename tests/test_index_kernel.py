@@ -32,7 +32,18 @@ def _index_file(path, rnd, slots: int, count: int, damage: int) -> set:
     for _ in range(damage):
         i = rnd.randrange(len(items))
         n = i + 1
-        kind = rnd.choice(["cycle", "bucket", "time", "phy", "head"])
+        kind = rnd.choice(["cycle", "bucket", "time", "phy", "head", "older", "stale"])
+        mine = [m for m in range(1, n) if items[m - 1][0] % slots == items[i][0] % slots]
+        if kind == "older":         # a link to an older item of its own bucket (not the last): no fault
+            if len(mine) > 1:
+                items[i][3] = rnd.choice(mine[:-1])
+            continue
+        if kind == "stale":         # a slot's head left at an older item of the slot (a table page not flushed)
+            s = rnd.randrange(slots)
+            older = [m for m in range(1, count) if items[m - 1][0] % slots == s][:-1]
+            if older:
+                head[s] = rnd.choice(older)
+            continue
         if kind == "cycle":
             items[i][3] = rnd.choice([n, n + rnd.randint(1, 5), -rnd.randint(1, 9)])
         elif kind == "bucket" and n > 2:
@@ -65,15 +76,9 @@ def _facts(path, slots: int, compiled):
     return [dataclasses.astuple(x) for x in f.findings]
 
 
-@pytest.mark.parametrize("bits", [0, 1, 3], ids=["at-random", "blocks-of-2", "blocks-of-8"])
 @pytest.mark.parametrize("batch", [1, 7, 64, ixc.BATCH])
-def test_compiled_item_checks_equal_numpy(tmp_path, monkeypatch, batch, bits):
-    """...also when the bucket check reads the slot numbers block by block (forced here on small files)."""
+def test_compiled_item_checks_equal_numpy(tmp_path, monkeypatch, batch):
     monkeypatch.setattr(ixc, "BATCH", batch)
-    if bits:
-        monkeypatch.setattr(ixc, "BLOCK_BITS", bits)
-        monkeypatch.setattr(ixc, "BLOCKED_ITEMS", 1)
-        monkeypatch.setattr(ixc, "BLOCKED_TABLE", 0)
     rnd = random.Random(batch)
     seen = set()
     for case in range(40):
@@ -88,6 +93,64 @@ def test_compiled_item_checks_equal_numpy(tmp_path, monkeypatch, batch, bits):
         assert bool(kinds) == bool(injected), (case, injected, want)     # the fault is there, and seen
         seen |= kinds
     assert seen == KINDS
+
+
+def _by_definition(path, slots: int):
+    """The bucket and slot-head findings as their definitions read, with every item's slot in hand: an item
+    whose prevIndex (0 < prevIndex < item) is an item of another slot (the first such); slots whose head (0 <
+    head < count) is an item of another slot (how many, and the first)."""
+    data = path.read_bytes()
+    count = struct.unpack_from(">i", data, 36)[0]
+    head = struct.unpack_from(f">{slots}i", data, 40)
+    at = 40 + 4 * slots
+    items = [struct.unpack_from(">iqii", data, at + 20 * n) for n in range(count)]
+    slot_of = [kh % slots for kh, _phy, _td, _pre in items]
+    got = []
+    for n in range(1, count):
+        pre = items[n][3]
+        if 0 < pre < n and slot_of[pre] != slot_of[n]:
+            got.append(("index.chain_bucket", at + 20 * n, f"slot {slot_of[n]}", f"slot {slot_of[pre]}"))
+            break
+    wrong = [s for s in range(slots) if 0 < head[s] < count and slot_of[head[s]] != s]
+    if wrong:
+        s = wrong[0]
+        got.append(("index.slot_hash", 40 + 4 * s, f"slot {s}", f"item {head[s]} in slot {slot_of[head[s]]}",
+                    len(wrong)))
+    return got
+
+
+@pytest.mark.parametrize("compiled", [False, index_nb], ids=["numpy", "numba"])
+@pytest.mark.parametrize("reads", [(ixc.BATCH, ixc.HEADS, ixc.RUN_GAP, ixc.RUN_MAX), (5, 3, 1, 2), (7, 2, 4, 9)],
+                         ids=["default", "small", "odd"])
+def test_bucket_and_head_checks_as_defined(tmp_path, monkeypatch, compiled, reads):
+    """The bucket and slot-head checks keep each slot's last item instead of every item's slot, and read back
+    only the items putKey would not have linked: their findings are those of the definitions with every item's
+    slot in hand -- on files with links to older items of the same slot and heads left at older items (no
+    fault, read back), with faults, and with the reads cut small."""
+    batch, heads, gap, run = reads
+    for name, v in (("BATCH", batch), ("HEADS", heads), ("RUN_GAP", gap), ("RUN_MAX", run)):
+        monkeypatch.setattr(ixc, name, v)
+    read_back = []
+    real = ixc._slots_of
+    monkeypatch.setattr(ixc, "_slots_of", lambda *a: read_back.append(len(a[2])) or real(*a))
+    rnd = random.Random(31)
+    clean_read_back = 0
+    for case in range(80):
+        slots = rnd.choice([1, 2, 7, 31, 97])
+        count = rnd.randint(2, 4 * slots) if slots > 1 else rnd.randint(2, 4)
+        p = tmp_path / f"i{case}"
+        injected = _index_file(p, rnd, slots, count, rnd.choice([0, 1, 2, 5, 9]))
+        read_back.clear()
+        found = ixc.index_file_facts(p, slots, 4 * slots, sample=0, compiled=compiled).findings
+        got = []
+        for f in found:
+            if f.check in ("index.chain_bucket", "index.slot_hash"):
+                got.append((f.check, f.offset, f.expected, f.actual)
+                           + ((int(f.message.split()[0]),) if f.check == "index.slot_hash" else ()))
+        assert got == _by_definition(p, slots), (case, injected)
+        if not got and read_back:
+            clean_read_back += 1
+    assert clean_read_back >= 5      # the read-back path ran on files with nothing to report
 
 
 def test_a_short_file_reads_as_zeros_in_both(tmp_path):
@@ -128,17 +191,12 @@ def _whole(path, slots, compiled):
     return [dataclasses.astuple(x) for x in f.findings], f.hdr, f.first, f.last
 
 
-@pytest.mark.parametrize("compiled,bits", [(False, 0), (index_nb, 0), (index_nb, 2)],
-                         ids=["numpy", "numba", "numba-blocks"])
-def test_pieces_joined_equal_one_pass(tmp_path, monkeypatch, compiled, bits):
+@pytest.mark.parametrize("compiled", [False, index_nb], ids=["numpy", "numba"])
+def test_pieces_joined_equal_one_pass(tmp_path, monkeypatch, compiled):
     """verify -j checks a large index file in pieces (items lo .. hi-1 each, the last piece also the rest of the
     file): joined, the pieces' facts equal one pass's -- the first offender of each check, in one pass's order --
     whatever the cuts, batch-aligned or not."""
     monkeypatch.setattr(ixc, "BATCH", 5)
-    if bits:
-        monkeypatch.setattr(ixc, "BLOCK_BITS", bits)
-        monkeypatch.setattr(ixc, "BLOCKED_ITEMS", 1)
-        monkeypatch.setattr(ixc, "BLOCKED_TABLE", 0)
     rnd = random.Random(17)
     kinds = set()
     for case in range(60):

@@ -4,8 +4,10 @@ messages, timeDiff.
 Chains: the broker always links a new item to an OLDER one (preIndexNo < own number), so "every
 item's preIndexNo is 0 or smaller than its own number" proves every chain finite -- a cycle is
 reported at the first item that breaks it, in one streaming pass without walking chains. Items are
-read in 64k batches; one int32 per item (its slot) is kept to check that a chain never leaves its
-bucket (4 bytes x maxIndexNum at most, 80 MB for a full default file).
+read in 64k batches. That a chain never leaves its bucket, and that a slot's head hashes to it: each
+slot's last item so far is kept (the slot table as putKey rebuilds it, 4 bytes a slot: 20 MB for the
+default 5 M slots, whatever the item count); putKey links every item to that one, so only a link or a
+head elsewhere has its item read back from the file.
 Items -> messages: a bounded sample (first, last and evenly spaced items, `sample` per file) is
 checked against the commitlog: a valid record there whose topic#key hashes to the item's keyHash.
 """
@@ -24,9 +26,10 @@ from rmqctl.store.files import open_read
 HEADER = writers.INDEX_HEADER     # derived from formats.index.IndexHeader / IndexItem
 ITEM = writers.INDEX_ITEM
 BATCH = 65536
-# the compiled bucket check reads the items' slot numbers by blocks of 2^BLOCK_BITS items once a batch has
-# BLOCKED_ITEMS items and the numbers BLOCKED_TABLE items (4 bytes each): past the cache, random reads miss
-BLOCK_BITS, BLOCKED_ITEMS, BLOCKED_TABLE = 14, 1 << 15, 1 << 21
+HEADS = 65536       # slots read at a time for the slot-head check
+# items read back for their slots (links and heads putKey would not have made): those fewer than RUN_GAP items
+# apart in one read, of RUN_MAX items at most
+RUN_GAP, RUN_MAX = 64, 1 << 16
 
 
 def check_index_file(path, hash_slot_num: int, index_num: int, findings: list, *, commitlog=None,
@@ -90,14 +93,14 @@ def index_file_facts(path, hash_slot_num: int, index_num: int, *, commitlog=None
         if count > 1 and hdr["end_timestamp"] < hdr["begin_timestamp"]:
             findings.append(Finding(ERROR, "index.header_time", p, 8, f">= {hdr['begin_timestamp']}",
                                     hdr["end_timestamp"], "endTimestamp before beginTimestamp"))
-        slots = _check_slots(p, pread, hash_slot_num, hdr, broker_version, findings)
+        _check_slots(p, pread, hash_slot_num, hdr, broker_version, findings)
         nb = _kernel(compiled, hash_slot_num)
-        slot_of = _check_items(p, pread, hash_slot_num, hdr, facts.hits, nb, lo, hi)
+        last = _check_items(p, pread, hash_slot_num, hdr, facts.hits, nb, lo, hi)
         facts.items_at = len(findings)
         if part is None:
             findings.extend(f for _n, _kind, f in facts.hits)
             facts.hits = []
-        _check_slot_heads(p, slots, slot_of, count, findings, nb)
+        _check_slot_heads(p, pread, hash_slot_num, last, count, findings, nb)
         if count > 1:
             slots_end = facts.slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
             facts.first = ITEM.unpack(pread(ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE))
@@ -166,14 +169,14 @@ def _check_slots(p, pread, hash_slot_num: int, hdr: dict, broker_version, findin
         findings.append(Finding(ERROR, "index.slot_range", p, ixf.HEADER_SIZE + ixf.SLOT_SIZE * s, f"0..{count - 1}",
                                 int(slots[s]), f"{bad.size} slot(s) hold item numbers outside the file"))
     _check_slot_count(p, nonempty, hdr["hash_slot_count"], count, broker_version, findings)
-    return slots
 
 
 def _check_items(p, pread, hash_slot_num: int, hdr: dict, hits: list, nb=None, lo: int = 1, hi: int | None = None):
     """Items lo .. hi-1 (default: all), BATCH at a time: chains end (preIndexNo older than the item) and stay in
     their bucket, timeDiff within the header's span, items in commitlog order -- the first of each kind
     appended to `hits` as (item number, check, Finding). Items before lo are read for their slots only.
-    Returns the slot number of items 0 .. hi-1. `nb`: rmqctl.kernels.index_nb, or None for numpy."""
+    Returns each slot's last item after item hi-1 (0: none), as putKey leaves the slot table.
+    `nb`: rmqctl.kernels.index_nb, or None for numpy."""
     import numpy as np
 
     count = hdr["index_count"]
@@ -181,8 +184,13 @@ def _check_items(p, pread, hash_slot_num: int, hdr: dict, hits: list, nb=None, l
     begin_ts, end_ts = hdr["begin_timestamp"], hdr["end_timestamp"]
     slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
     limit = (end_ts - begin_ts) // 1000 if begin_ts > 0 else 0
-    slot_of = np.zeros(hi, dtype=np.int32)
-    out = np.zeros(6, np.int64)
+    last = np.zeros(max(hash_slot_num, 1), dtype=np.int32)
+    out = np.zeros(7, np.int64)
+    cand = np.empty((min(BATCH, max(hi, 1)), 3), np.int64)
+
+    def slot_at(nums):
+        return _slots_of(pread, slots_end, nums, hash_slot_num)
+
     todo = KINDS
     last_phy = None
     n = 1
@@ -191,48 +199,88 @@ def _check_items(p, pread, hash_slot_num: int, hdr: dict, hits: list, nb=None, l
         k = min(BATCH, (hi if checking else lo) - n)
         raw = pread(k * ixf.ITEM_SIZE, slots_end + ixf.ITEM_SIZE * n)
         if nb is not None:
-            nb.items(np.frombuffer(raw, np.uint8), k, n, hash_slot_num, slot_of, max(limit, 0),
-                     0 if last_phy is None else last_phy, last_phy is not None, todo if checking else 0, out,
-                     BLOCK_BITS if k >= BLOCKED_ITEMS and n + k > BLOCKED_TABLE else 0)
+            nb.items(np.frombuffer(raw, np.uint8), k, n, hash_slot_num, last, max(limit, 0),
+                     0 if last_phy is None else last_phy, last_phy is not None, todo if checking else 0, out, cand)
         else:
-            _items_numpy(raw, k, n, hash_slot_num, slot_of, max(limit, 0), last_phy, out, checking)
+            _items_numpy(raw, k, n, hash_slot_num, last, max(limit, 0), last_phy, out, checking, cand)
+        m = int(out[6])
+        if m:       # links putKey would not have made: their items' slots, read back (batch order kept)
+            c = cand[:m]
+            off = np.nonzero(slot_at(c[:, 1]) != c[:, 2])[0]
+            if off.size and (out[1] < 0 or c[off[0], 0] < out[1]):
+                out[1] = c[off[0], 0]
         for bit, j in ((CYCLE, 0), (BUCKET, 1), (TIME, 2), (PHY, 3)):
             if checking and todo & bit and out[j] >= 0:
                 todo &= ~bit
                 hits.append((n + int(out[j]), bit,
-                             _item_finding(p, bit, raw, int(out[j]), n, slots_end, slot_of, limit, int(out[4]))))
+                             _item_finding(p, bit, raw, int(out[j]), n, slots_end, slot_at, limit, int(out[4]))))
         last_phy = int(out[5])
         n += k
-    return slot_of
+    return last
+
+
+def _slots_of(pread, slots_end: int, nums, hash_slot_num: int):
+    """The slot of each item number in `nums` (keyHash mod the slot count, Python's sign rule), read from the
+    file: items fewer than RUN_GAP apart in one read."""
+    import numpy as np
+
+    nums = np.asarray(nums, np.int64)
+    u = np.unique(nums)
+    kh = np.empty(len(u), np.int64)
+    a = 0
+    while a < len(u):
+        lo, e = int(u[a]), a + 1
+        while e < len(u) and u[e] - u[e - 1] <= RUN_GAP and u[e] - lo < RUN_MAX:
+            e += 1
+        raw = pread(ixf.ITEM_SIZE * (int(u[e - 1]) - lo + 1), slots_end + ixf.ITEM_SIZE * lo)
+        kh[a:e] = np.frombuffer(raw, ">i4")[(u[a:e] - lo) * (ixf.ITEM_SIZE // 4)]
+        a = e
+    return (kh % hash_slot_num)[np.searchsorted(u, nums)]
 
 
 CYCLE, BUCKET, TIME, PHY = 1, 2, 4, 8      # the item checks, each reported at its first offender
 KINDS = CYCLE | BUCKET | TIME | PHY
 
 
-def _items_numpy(raw: bytes, k: int, n: int, hash_slot_num: int, slot_of, limit: int, last_phy, out,
-                 checking: bool = True) -> None:
+def _items_numpy(raw: bytes, k: int, n: int, hash_slot_num: int, last, limit: int, last_phy, out,
+                 checking: bool = True, cand=None) -> None:
     """rmqctl.kernels.index_nb.items in numpy, for every check (none unless `checking`): out[0..3] the batch
     position of each check's first offender (-1: none), out[4] the phyOffset before the out-of-order one, out[5]
-    the batch's last phyOffset."""
+    the batch's last phyOffset, out[6] the links left to the caller (in cand's rows, as the kernel leaves them);
+    `last` advanced past the batch."""
     import numpy as np
 
     a = np.frombuffer(raw, dtype=numpy_dtype(ixf.IndexItem))
-    slot_of[n:n + k] = a["key_hash"].astype(np.int64) % hash_slot_num
+    s = a["key_hash"].astype(np.int64) % hash_slot_num
+    nums = np.arange(n, n + k)
+    # each item's slot's last item before it: the one before it in the batch, else the last before the batch
+    order = np.argsort(s, kind="stable")
+    ss, nn = s[order], nums[order]
+    first = np.concatenate(([True], ss[1:] != ss[:-1]))
+    expect = np.empty(k, np.int64)
+    expect[order] = np.where(first, last[ss], np.concatenate(([0], nn[:-1])))
+    ends = np.concatenate((ss[1:] != ss[:-1], [True]))
+    last[ss[ends]] = nn[ends]
     out[:4] = -1
     out[5] = a["phy_offset"][-1]
+    out[6] = 0
     if not checking:
         return
-    pre_no = a["pre_index_no"]
-    nums = np.arange(n, n + k)
+    pre_no = a["pre_index_no"].astype(np.int64)
     bad = np.nonzero((pre_no < 0) | (pre_no >= nums))[0]
     if bad.size:
         out[0] = bad[0]
-    okpre = (pre_no > 0) & (pre_no < nums)
-    if okpre.any():
-        mism = np.nonzero(slot_of[pre_no[okpre]] != slot_of[nums[okpre]])[0]
-        if mism.size:
-            out[1] = nums[okpre][mism[0]] - n
+    odd = np.nonzero((pre_no > 0) & (pre_no < nums) & (pre_no != expect))[0]
+    if odd.size:
+        inside = odd[pre_no[odd] >= n]
+        wrong = inside[s[pre_no[inside] - n] != s[inside]]
+        rest = odd[pre_no[odd] < n]
+        if wrong.size:
+            out[1] = wrong[0]
+            rest = rest[rest < wrong[0]]
+        m = rest.size
+        cand[:m, 0], cand[:m, 1], cand[:m, 2] = rest, pre_no[rest], s[rest]
+        out[6] = m
     # item 1's timeDiff is relative to the previous file's end (docs/store-format.md, "Slots and items"): items >= 2
     td = a["time_diff"]
     badt = np.nonzero((nums >= 2) & ((td < 0) | (td > limit)))[0]
@@ -245,7 +293,7 @@ def _items_numpy(raw: bytes, k: int, n: int, hash_slot_num: int, slot_of, limit:
         out[3], out[4] = badp[0], prev[badp[0]]
 
 
-def _item_finding(p, kind: int, raw: bytes, i: int, n: int, slots_end: int, slot_of, limit: int, before: int):
+def _item_finding(p, kind: int, raw: bytes, i: int, n: int, slots_end: int, slot_at, limit: int, before: int):
     """The finding for the batch's item i (item number n + i) failing check `kind`."""
     _kh, phy, td, pre = ITEM.unpack_from(raw, ixf.ITEM_SIZE * i)
     num = n + i
@@ -254,7 +302,8 @@ def _item_finding(p, kind: int, raw: bytes, i: int, n: int, slots_end: int, slot
         return Finding(ERROR, "index.chain_cycle", p, at, f"preIndexNo < {num}", pre,
                        "prevIndex points at the same or a newer item: the chain loops")
     if kind == BUCKET:
-        return Finding(ERROR, "index.chain_bucket", p, at, f"slot {int(slot_of[num])}", f"slot {int(slot_of[pre])}",
+        own, other = slot_at([num, pre])
+        return Finding(ERROR, "index.chain_bucket", p, at, f"slot {int(own)}", f"slot {int(other)}",
                        "prevIndex links into another hash bucket")
     if kind == TIME:
         return Finding(ERROR, "index.time_diff", p, at + 12, f"0..{limit}", td,
@@ -262,20 +311,35 @@ def _item_finding(p, kind: int, raw: bytes, i: int, n: int, slots_end: int, slot
     return Finding(ERROR, "index.phy_order", p, at + 4, f">= {before}", phy, "items are not in commitlog order")
 
 
-def _check_slot_heads(p, slots, slot_of, count: int, findings: list, nb=None) -> None:
-    """A slot's head item must hash to that slot."""
+def _check_slot_heads(p, pread, hash_slot_num: int, last, count: int, findings: list, nb=None) -> None:
+    """A slot's head item must hash to that slot. A head that is the slot's last item does (`last`: each slot's
+    last item, as putKey made the table); any other is read back from the file. HEADS slots at a time."""
     import numpy as np
 
-    if nb is not None:
-        n_wrong, s = nb.slot_heads(slots.view(np.uint8), count, slot_of)
-    else:
-        heads = np.nonzero(slots > 0)[0]
-        h2 = heads[slots[heads] < count]
-        wrong = np.nonzero(slot_of[slots[h2]] != h2)[0]
-        n_wrong, s = wrong.size, int(h2[wrong[0]]) if wrong.size else -1
+    slots_end = ixf.HEADER_SIZE + ixf.SLOT_SIZE * hash_slot_num
+    cand = np.empty((min(HEADS, max(hash_slot_num, 1)), 3), np.int64)
+    n_wrong, first = 0, None
+    for a in range(0, hash_slot_num, HEADS):
+        w = min(HEADS, hash_slot_num - a)
+        raw = pread(ixf.SLOT_SIZE * w, ixf.HEADER_SIZE + ixf.SLOT_SIZE * a)
+        if nb is not None:
+            m = nb.slot_heads(np.frombuffer(raw, np.uint8), a, count, last, cand)
+            slot, head = cand[:m, 0], cand[:m, 1]
+        else:
+            vals = np.frombuffer(raw, ">i4").astype(np.int64)
+            at = np.nonzero((vals > 0) & (vals < count) & (vals != last[a:a + w]))[0]
+            slot, head = at + a, vals[at]
+        if len(slot):
+            got = _slots_of(pread, slots_end, head, hash_slot_num)
+            wrong = np.nonzero(got != slot)[0]
+            if wrong.size:
+                n_wrong += wrong.size
+                if first is None:
+                    first = tuple(int(x[wrong[0]]) for x in (slot, head, got))
     if n_wrong:
+        s, v, elsewhere = first
         findings.append(Finding(ERROR, "index.slot_hash", p, ixf.HEADER_SIZE + ixf.SLOT_SIZE * s, f"slot {s}",
-                                f"item {int(slots[s])} in slot {int(slot_of[slots[s]])}",
+                                f"item {v} in slot {elsewhere}",
                                 f"{n_wrong} slot(s) point at items whose keyHash belongs elsewhere"))
 
 

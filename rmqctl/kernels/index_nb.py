@@ -26,35 +26,35 @@ def _i64(b, p):
 
 
 @njit(cache=True, nogil=True)
-def items(b, k, n, slots, slot_of, limit, last_phy, has_last, todo, out, bits):
-    """Items n .. n+k-1 (their bytes in b): each item's slot (keyHash mod `slots`, Python's sign rule) into
-    slot_of, and the first item of the batch failing each check in `todo`: out[0] a prevIndex that is not older
-    than the item, out[1] a prevIndex into another bucket, out[2] a timeDiff outside [0, limit] (items 2 on),
-    out[3] a phyOffset below the one before (out[4]: that one). out[5]: the batch's last phyOffset. -1: none.
-    bits > 0: the bucket check reads slot_of by blocks of 2^bits items (_first_stray) instead of at random."""
+def items(b, k, n, slots, last, limit, last_phy, has_last, todo, out, cand):
+    """Items n .. n+k-1 (their bytes in b): each becomes its slot's last item in `last` (the slot table as
+    IndexFile.putKey leaves it after that item; keyHash mod `slots`, Python's sign rule), and the first item of
+    the batch failing each check in `todo`: out[0] a prevIndex that is not older than the item, out[1] a
+    prevIndex into another bucket, out[2] a timeDiff outside [0, limit] (items 2 on), out[3] a phyOffset below
+    the one before (out[4]: that one). out[5]: the batch's last phyOffset. -1: none.
+    The bucket check: a prevIndex that is its slot's last item before it (as putKey links them) is in the bucket,
+    one inside the batch is looked up here; any other goes to the caller, who reads its slot from the file:
+    (batch position, prevIndex, slot) in rows 0 .. out[6]-1 of cand."""
     for c in range(4):
         out[c] = -1
     prev = last_phy if has_last else _i64(b, 4)
-    by_blocks = bits > 0 and todo & BUCKET
     m = 0
-    pi = np.empty(k if by_blocks else 0, np.int32)
-    pp = np.empty(k if by_blocks else 0, np.int32)
-    ps = np.empty(k if by_blocks else 0, np.int32)
     for i in range(k):
         p = i * ITEM
         num = n + i
         s = _i32(b, p) % slots
-        slot_of[num] = s
         pre = _i32(b, p + 16)
         if pre < 0 or pre >= num:
             if todo & CYCLE and out[0] < 0:
                 out[0] = i
-        elif pre > 0 and todo & BUCKET and out[1] < 0:
-            if by_blocks:
-                pi[m], pp[m], ps[m] = i, pre, s
+        elif pre > 0 and todo & BUCKET and out[1] < 0 and pre != last[s]:
+            if pre >= n:
+                if _i32(b, (pre - n) * ITEM) % slots != s:
+                    out[1] = i
+            else:
+                cand[m, 0], cand[m, 1], cand[m, 2] = i, pre, s
                 m += 1
-            elif slot_of[pre] != s:
-                out[1] = i
+        last[s] = num
         if num >= 2 and todo & TIME and out[2] < 0:
             td = _i32(b, p + 12)
             if td < 0 or td > limit:
@@ -65,62 +65,27 @@ def items(b, k, n, slots, slot_of, limit, last_phy, has_last, todo, out, bits):
             out[4] = prev
         prev = phy
     out[5] = prev
-    if m:
-        out[1] = _first_stray(slot_of, pi[:m], pp[:m], ps[:m], bits, n + k)[0]
+    out[6] = m
 
 
 @njit(cache=True, nogil=True)
-def _first_stray(slot_of, pi, pp, ps, bits, end):
-    """The least pi[j] with slot_of[pp[j]] != ps[j] (-1: none), reading slot_of (items 0 .. end-1) one block of
-    2^bits items at a time: the pairs are placed by block, and a block with many is read through once in address
-    order first (the hardware fetches ahead on that read; the random reads then hit the cache)."""
-    m = len(pi)
-    nbk = ((end - 1) >> bits) + 1
-    start = np.zeros(nbk + 1, np.int64)
-    for j in range(m):
-        start[(pp[j] >> bits) + 1] += 1
-    for c in range(nbk):
-        start[c + 1] += start[c]
-    pos = start[:nbk].copy()
-    oi = np.empty(m, np.int32)
-    op = np.empty(m, np.int32)
-    os_ = np.empty(m, np.int32)
-    for j in range(m):
-        c = pp[j] >> bits
-        q = pos[c]
-        oi[q], op[q], os_[q] = pi[j], pp[j], ps[j]
-        pos[c] = q + 1
-    first = -1
-    touched = 0
-    dense = (1 << bits) >> 7      # a cache line holds 16 slot numbers
-    for c in range(nbk):
-        if start[c + 1] - start[c] >= dense:
-            for q in range(c << bits, min(end, (c + 1) << bits), 16):
-                touched += slot_of[q]
-        for j in range(start[c], start[c + 1]):
-            if slot_of[op[j]] != os_[j] and (first < 0 or oi[j] < first):
-                first = oi[j]
-    return first, touched         # the sum read keeps the read-through from being compiled away
-
-
-@njit(cache=True, nogil=True)
-def slot_heads(b, count, slot_of):
-    """(how many slots, the first slot) whose head item (big-endian int32s in b, one per slot; 1 .. count-1)
-    hashes to another slot."""
-    wrong, first = 0, -1
-    for s in range(len(b) // 4):
-        v = _i32(b, 4 * s)
-        if 0 < v < count and slot_of[v] != s:
-            if first < 0:
-                first = s
-            wrong += 1
-    return wrong, first
+def slot_heads(b, first, count, last, cand):
+    """Slots first .. first + len(b)//4 - 1 (big-endian int32 item numbers in b): a head that is its slot's last
+    item is in the slot; any other head in 1 .. count-1 goes to the caller, who reads its slot from the file:
+    (slot, head) in rows 0 .. m-1 of cand. Returns m."""
+    m = 0
+    for j in range(len(b) // 4):
+        v = _i32(b, 4 * j)
+        if 0 < v < count and v != last[first + j]:
+            cand[m, 0], cand[m, 1] = first + j, v
+            m += 1
+    return m
 
 
 def warm() -> None:
     """Load both kernels (from the compile cache) with the argument types verify passes: before verify's
     workers fork, so that they inherit them."""
-    b, out = np.frombuffer(bytes(ITEM), np.uint8), np.zeros(6, np.int64)    # read-only, as pread's bytes
-    slot_of = np.zeros(2, np.int32)
-    items(b, 1, 1, 1, slot_of, 0, 0, False, 0, out, 0)
-    slot_heads(b[:4], 2, slot_of)
+    b, out = np.frombuffer(bytes(ITEM), np.uint8), np.zeros(7, np.int64)    # read-only, as pread's bytes
+    last, cand = np.zeros(2, np.int32), np.zeros((1, 3), np.int64)
+    items(b, 1, 1, 1, last, 0, 0, False, 0, out, cand)
+    slot_heads(b[:4], 0, 2, last, cand)
