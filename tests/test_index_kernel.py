@@ -153,6 +153,35 @@ def test_bucket_and_head_checks_as_defined(tmp_path, monkeypatch, compiled, read
     assert clean_read_back >= 5      # the read-back path ran on files with nothing to report
 
 
+@pytest.mark.parametrize("compiled", [False, index_nb], ids=["numpy", "numba"])
+def test_no_read_back_once_the_bucket_check_has_reported(tmp_path, monkeypatch, compiled):
+    """After the first link into another bucket is reported, links to older items of their own slot (which the
+    check would read back) are not read back any more: the bucket check reports one offender a file."""
+    monkeypatch.setattr(ixc, "BATCH", 1)
+    slots, count = 7, 80
+    kh = [0] + [n * 3 for n in range(1, count)]           # item n in slot 3n mod 7
+    prev, last = [0] * count, [0] * slots
+    for n in range(1, count):
+        prev[n], last[kh[n] % slots] = last[kh[n] % slots], n
+    assert kh[1] % slots != kh[3] % slots
+    prev[3] = 1                                              # the offender: item 1 is in another slot
+    older = [n for n in range(4, count) if prev[n] and prev[prev[n]]]
+    for n in older:
+        prev[n] = prev[prev[n]]                              # its own slot's item before the last: no fault
+    assert len(older) > 20
+    items = b"".join(struct.pack(">iqii", kh[n], 1000 + n, 0, prev[n]) for n in range(1, count))
+    hdr = struct.pack(">qqqqii", 1_700_000_000_000, 1_700_000_100_000, 1001, 1000 + count - 1,
+                      sum(1 for h in last if h), count)
+    p = tmp_path / "i"
+    p.write_bytes(hdr + struct.pack(f">{slots}i", *last) + bytes(20) + items + bytes(20 * (128 - count)))
+    read_back = []
+    real = ixc._slots_of
+    monkeypatch.setattr(ixc, "_slots_of", lambda *a: read_back.extend(int(x) for x in a[2]) or real(*a))
+    found = ixc.index_file_facts(p, slots, 128, sample=0, compiled=compiled).findings
+    assert [f.check for f in found] == ["index.chain_bucket"] and found[0].offset == 40 + 4 * slots + 20 * 3
+    assert read_back and max(read_back) <= 3
+
+
 def test_a_short_file_reads_as_zeros_in_both(tmp_path):
     """A file cut inside its items (the broker zero-extends it): both paths read the missing items as zeros."""
     rnd = random.Random(5)

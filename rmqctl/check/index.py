@@ -202,7 +202,8 @@ def _check_items(p, pread, hash_slot_num: int, hdr: dict, hits: list, nb=None, l
             nb.items(np.frombuffer(raw, np.uint8), k, n, hash_slot_num, last, max(limit, 0),
                      0 if last_phy is None else last_phy, last_phy is not None, todo if checking else 0, out, cand)
         else:
-            _items_numpy(raw, k, n, hash_slot_num, last, max(limit, 0), last_phy, out, checking, cand)
+            _items_numpy(raw, k, n, hash_slot_num, last, max(limit, 0), last_phy, out, checking, cand,
+                         bool(todo & BUCKET))
         m = int(out[6])
         if m:       # links putKey would not have made: their items' slots, read back (batch order kept)
             c = cand[:m]
@@ -243,11 +244,11 @@ KINDS = CYCLE | BUCKET | TIME | PHY
 
 
 def _items_numpy(raw: bytes, k: int, n: int, hash_slot_num: int, last, limit: int, last_phy, out,
-                 checking: bool = True, cand=None) -> None:
-    """rmqctl.kernels.index_nb.items in numpy, for every check (none unless `checking`): out[0..3] the batch
-    position of each check's first offender (-1: none), out[4] the phyOffset before the out-of-order one, out[5]
-    the batch's last phyOffset, out[6] the links left to the caller (in cand's rows, as the kernel leaves them);
-    `last` advanced past the batch."""
+                 checking: bool = True, cand=None, bucket: bool = True) -> None:
+    """rmqctl.kernels.index_nb.items in numpy, for every check (none unless `checking`; the bucket check only
+    while `bucket`): out[0..3] the batch position of each check's first offender (-1: none), out[4] the phyOffset
+    before the out-of-order one, out[5] the batch's last phyOffset, out[6] the links left to the caller (in
+    cand's rows, as the kernel leaves them); `last` advanced past the batch."""
     import numpy as np
 
     a = np.frombuffer(raw, dtype=numpy_dtype(ixf.IndexItem))
@@ -270,8 +271,8 @@ def _items_numpy(raw: bytes, k: int, n: int, hash_slot_num: int, last, limit: in
     bad = np.nonzero((pre_no < 0) | (pre_no >= nums))[0]
     if bad.size:
         out[0] = bad[0]
-    odd = np.nonzero((pre_no > 0) & (pre_no < nums) & (pre_no != expect))[0]
-    if odd.size:
+    odd = np.nonzero((pre_no > 0) & (pre_no < nums) & (pre_no != expect))[0] if bucket else ()
+    if len(odd):
         inside = odd[pre_no[odd] >= n]
         wrong = inside[s[pre_no[inside] - n] != s[inside]]
         rest = odd[pre_no[odd] < n]
