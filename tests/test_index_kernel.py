@@ -64,11 +64,17 @@ def _index_file(path, rnd, slots: int, count: int, damage: int) -> set:
         else:
             continue
         done.add(kind)
-    hdr = struct.pack(">qqqqii", begin_ts, end_ts, items[0][1], items[-1][1], sum(1 for h in head if h), count)
-    # item numbers start at 1: item 0's place stays empty; maxIndexNum = 4 x slots
-    body = struct.pack(f">{slots}i", *head) + bytes(20) + b"".join(struct.pack(">iqii", *it) for it in items)
-    path.write_bytes(hdr + body + bytes(20 * (4 * slots - count)))
+    _write(path, head, items, 4 * slots, begin_ts, end_ts)
     return done
+
+
+def _write(path, head: list, items: list, index_num: int, begin_ts: int, end_ts: int) -> None:
+    """An index file of these slot heads and items ([keyHash, phyOffset, timeDiff, prevIndex], items 1 on: item
+    0's place stays empty), zero-filled to index_num items."""
+    count = len(items) + 1
+    hdr = struct.pack(">qqqqii", begin_ts, end_ts, items[0][1], items[-1][1], sum(1 for h in head if h), count)
+    body = struct.pack(f">{len(head)}i", *head) + bytes(20) + b"".join(struct.pack(">iqii", *it) for it in items)
+    path.write_bytes(hdr + body + bytes(20 * (index_num - count)))
 
 
 def _facts(path, slots: int, compiled):
@@ -169,11 +175,9 @@ def test_no_read_back_once_the_bucket_check_has_reported(tmp_path, monkeypatch, 
     for n in older:
         prev[n] = prev[prev[n]]                              # its own slot's item before the last: no fault
     assert len(older) > 20
-    items = b"".join(struct.pack(">iqii", kh[n], 1000 + n, 0, prev[n]) for n in range(1, count))
-    hdr = struct.pack(">qqqqii", 1_700_000_000_000, 1_700_000_100_000, 1001, 1000 + count - 1,
-                      sum(1 for h in last if h), count)
     p = tmp_path / "i"
-    p.write_bytes(hdr + struct.pack(f">{slots}i", *last) + bytes(20) + items + bytes(20 * (128 - count)))
+    _write(p, last, [[kh[n], 1000 + n, 0, prev[n]] for n in range(1, count)], 128, 1_700_000_000_000,
+           1_700_000_100_000)
     read_back = []
     real = ixc._slots_of
     monkeypatch.setattr(ixc, "_slots_of", lambda *a: read_back.extend(int(x) for x in a[2]) or real(*a))
