@@ -46,7 +46,8 @@ def cluster(tmp_path_factory):
     home = Path(pyspark.__file__).parent
     tmp = tmp_path_factory.mktemp("cluster")
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_WORKER_DIR=str(tmp / "work"),
-               SPARK_LOG_DIR=str(tmp), PYSPARK_PYTHON=sys.executable)
+               SPARK_LOG_DIR=str(tmp), PYSPARK_PYTHON=sys.executable,
+               SPARK_LOCAL_DIRS=str(tmp / "local"))   # the executors' scratch (blockmgr-*), not the system's /tmp
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
     procs = []

@@ -92,6 +92,12 @@ def _log4j_file(level: str) -> str:
     return path
 
 
+def _jvm_opt(opt: str) -> str:
+    """One JVM option for Spark's extraJavaOptions, which Spark splits at blanks unless quoted (a TMPDIR with a
+    space in it)."""
+    return '"' + opt.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = "rmqctl",
                 shuffle_partitions: int | None = None, conf: dict | None = None):
     """A SparkSession (reused within the process). Returns the session; log_path() names the JVM log."""
@@ -124,12 +130,15 @@ def get_session(master: str | None = None, *, verbose: int = 0, app_name: str = 
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     level = "warn" if verbose else "error"
     log4j = _log4j_file(level)
-    java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
+    java_opts = " ".join(_jvm_opt(f"-D{k}.configurationFile=file:{log4j}") for k in ("log4j2", "log4j"))
+    # our JVM (the driver, in every mode) is killed at exit (_remove_temp_dir), so Spark's shutdown hooks never
+    # delete what it made under java.io.tmpdir (spark-*, artifacts-*, blockmgr-*): made in our folder, it goes too
+    driver_opts = f"{java_opts} {_jvm_opt(f'-Djava.io.tmpdir={_temp_dir()}')}"
     c = SparkConf().setAppName(app_name).setMaster(url)
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",   # our own progress bar on a TTY instead
-        "spark.driver.extraJavaOptions": java_opts,
+        "spark.driver.extraJavaOptions": driver_opts,
         "spark.executor.extraJavaOptions": java_opts,
         "spark.sql.shuffle.partitions": str(shuffle_partitions or 4),
         "spark.sql.session.timeZone": "UTC",
