@@ -4,6 +4,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+from rmqctl.dumping import start_offset_of
 from rmqctl.errors import UnsupportedStoreError
 from rmqctl.formats import dledger as fmt
 from rmqctl.store import dledger as dl
@@ -14,7 +15,7 @@ _UNIT = struct.Struct(">iqiqq")
 def data_file(path, *, skip=0, count=None, **_):
     """Entries of one data file (dump), then a trailer. A message's offset is entry pos + 48."""
     path = Path(path)
-    start = int(path.name)
+    start = start_offset_of(path)     # a file renamed by hand: positions as if it were the first
     data = path.read_bytes()
     pos = n = 0
     stop, problem = "end", None
@@ -61,7 +62,7 @@ def data_file(path, *, skip=0, count=None, **_):
 def index_file(path, *, skip=0, count=None, **_):
     """Index units in use (magic != 0) of one index file, then a trailer."""
     path = Path(path)
-    first = int(path.name) // fmt.INDEX_UNIT_SIZE
+    first = start_offset_of(path) // fmt.INDEX_UNIT_SIZE
     data = path.read_bytes()
     n = 0
     pos = 0

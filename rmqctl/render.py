@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import json
+import re
 
 from rmqctl.formats.commitlog import TRANSACTION_TYPE_NAMES
 from rmqctl.formats.properties import CRC32_PROPERTY
@@ -166,15 +167,25 @@ def message_text(r, body: str = "text", max_body: int = 200, raw_body: bool = Fa
     return "\n".join(lines)
 
 
+# json.dumps(ensure_ascii=False) leaves lone surrogates (bytes of a file name that are not UTF-8) raw: written out,
+# they would make the line invalid UTF-8. As \udcNN escapes the line stays valid, and json.loads gives the name back.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(text: str) -> str:
+    return text if _SURROGATE.search(text) is None else _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def jsonl(obj) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return _utf8(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
 
 
 def json_line(command: str, obj: dict) -> str:
     """One output object as compact JSON, `"schema": "rmqctl.<command>/<n>"` first (rmqctl.schemas)."""
     from rmqctl.schemas import schema_id
 
-    return json.dumps({"schema": schema_id(command), **obj}, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _utf8(json.dumps({"schema": schema_id(command), **obj}, ensure_ascii=False, separators=(",", ":"),
+                            default=str))
 
 
 def emit_json(command: str, obj: dict) -> None:

@@ -10,7 +10,8 @@ import time
 from functools import lru_cache
 
 # C0, DEL, C1, line/paragraph separators, bidi overrides: bytes from messages must not drive the terminal.
-_CTRL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Bytes of a file name that are not UTF-8 reach Python as lone surrogates (U+DC80..U+DCFF): shown as \xNN.
+_CTRL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # What may still reach stdout un-escaped: \n and \t only (line structure of text, JSON, TSV).
 _STRAY = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -22,6 +23,8 @@ def _esc(m) -> str:
     if named:
         return named
     n = ord(c)
+    if 0xDC80 <= n <= 0xDCFF:
+        n -= 0xDC00
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}"
 
 
@@ -30,6 +33,11 @@ def escape(value) -> str:
     control characters become Python-style escapes (\\x1b, \\r, \\n). Used by every text renderer."""
     s = value if isinstance(value, str) else str(value)
     return s if _CTRL.search(s) is None else _CTRL.sub(_esc, s)
+
+
+def escape_text(text: str) -> str:
+    """Lines of text (a diff of a file) with their layout kept: every control character but \n and \t escaped."""
+    return text if _STRAY.search(text) is None else _STRAY.sub(_stray, text)
 
 
 def _stray(m) -> str:

@@ -154,6 +154,36 @@ def test_a_size_of_no_bytes_is_one_line_usage_error(tmp_path, line):
         assert str(conf) in err and line.split("=")[0] in err, err
 
 
+@pytest.mark.parametrize("lines", ["maxHashSlotNum=0", "maxIndexNum=-5", "maxIndexNum=0\nmaxHashSlotNum=100",
+                                   "maxHashSlotNum=500000000\nmaxIndexNum=100000000"])
+def test_an_index_geometry_the_broker_cannot_use_is_refused_before_any_change(tmp_path, lines):
+    """No hash slot or no item (the broker divides by the slot count, or indexes nothing), or index files past
+    a Java int: rebuild index once rewrote every index file empty with maxIndexNum=-5, and crashed on 0 slots."""
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "stores/basic-multifile-v5/store", store)
+    before = {p: p.read_bytes() for p in (store / "index").iterdir()}
+    assert before
+    conf = tmp_path / "broker.conf"
+    conf.write_text(lines + "\n")
+    for cmd in (["rebuild", "index", store], ["recover", store], ["rebuild", "index", store, "--dry-run"]):
+        r = run_cli(*cmd, "--broker-config", conf)
+        err = r.stderr.decode()
+        assert r.returncode == 2, (cmd, err)
+        assert err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err, err
+        assert str(conf) in err and ("maxIndexNum" in err or "maxHashSlotNum" in err), err
+    assert {p: p.read_bytes() for p in (store / "index").iterdir()} == before
+
+
+@pytest.mark.parametrize("opts", [["--index-slots", str(1 << 62)], ["--index-items", "0"],
+                                  ["--index-slots", "2147483647", "--index-items", "2147483647"]])
+def test_index_geometry_options_out_of_the_brokers_range_are_usage_errors(opts):
+    ix = sorted((FIXTURES / "stores/basic-multifile-v5/store/index").iterdir())[0]
+    r = run_cli("dump", ix, *opts)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "Traceback" not in err and "internal error" not in err, err
+    assert r.stdout == b""
+
+
 def test_recover_takes_an_unrounded_consume_queue_size_as_the_broker(tmp_path):
     """mappedFileSizeConsumeQueue=790 on a store whose queue files are 800 bytes: the broker maps 800-byte files,
     so recover plans nothing for them (it once planned to cut 10 bytes, half a unit, off every file)."""

@@ -18,11 +18,12 @@ Exit status:
 def _print_text(d) -> None:
     """The text report; the queue and consumer-offset differences as tables (rmqctl.tables)."""
     from rmqctl.tables import print_table
+    from rmqctl.terminal import escape
 
     w = sys.stdout.write
     for part in _text(d):
         if isinstance(part, str):
-            w(part + "\n")
+            w(escape(part) + "\n")     # store paths, topics and keys are the operator's data
         else:
             headers, rows = part
             print_table(headers, rows, right=[h for h in headers if h not in ("topic", "group")])

@@ -69,9 +69,9 @@ def store_config_options(f):
                           "mapedFileSize... before 4.5.2), "
                           "maxHashSlotNum, maxIndexNum, messageDelayLevel. Sizes not given are inferred from the "
                           "files. [env RMQCTL_BROKER_CONFIG]")(f)
-    f = click.option("--index-slots", type=click.IntRange(min=1), default=None,
+    f = click.option("--index-slots", type=click.IntRange(min=1, max=2**31 - 1), default=None,
                      help="maxHashSlotNum of the index files [default 5000000 or inferred].")(f)
-    f = click.option("--index-items", type=click.IntRange(min=1), default=None,
+    f = click.option("--index-items", type=click.IntRange(min=1, max=2**31 - 1), default=None,
                      help="maxIndexNum of the index files [default 20000000 or inferred].")(f)
     return f
 

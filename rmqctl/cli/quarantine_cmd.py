@@ -65,7 +65,9 @@ def list_cmd(store, as_json):
             emit_json("quarantine-list", i.to_dict())
         return Exit.OK
     if not infos:
-        sys.stderr.write(f"rmqctl: {store}: no quarantine journals\n")
+        from rmqctl.terminal import escape
+
+        sys.stderr.write(f"rmqctl: {escape(store)}: no quarantine journals\n")
         return Exit.OK
     for i in infos:
         links = f"  {i.linked_files} hard-linked (max {i.max_links} links)" if i.linked_files else ""

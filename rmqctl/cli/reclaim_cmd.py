@@ -58,10 +58,11 @@ def _emit(p, as_json: bool, extra: dict) -> None:
         emit_json("reclaim", d)
     else:
         from rmqctl.tables import print_table
+        from rmqctl.terminal import escape
 
         for part in _text(p, extra):
             if isinstance(part, str):
-                sys.stdout.write(part + "\n")
+                sys.stdout.write(escape(part) + "\n")     # store paths and topics are the operator's data
             else:
                 print_table(*part, right=(1,))
     sys.stdout.flush()

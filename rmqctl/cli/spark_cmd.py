@@ -371,6 +371,8 @@ def export(ctx, stores, fmt, out, overwrite, body, raw_body, partition_by, files
         emit_json("export", {k: v for k, v in res.items() if k not in ("files", "offsets")}
                   | {"files": len(res["files"])})
     else:
-        sys.stdout.write(f"exported {res['messages']:,} messages to {res['out']} ({fmt}, "
+        from rmqctl.terminal import escape
+
+        sys.stdout.write(f"exported {res['messages']:,} messages to {escape(res['out'])} ({fmt}, "
                          f"{len(res['files'])} files)\n")
     return Exit.OK

@@ -33,6 +33,7 @@ from rmqctl.journal.core import write_file_durably
 from rmqctl.journal.transaction import journaled
 from rmqctl.store.files import check_writes
 from rmqctl.store.lock import store_write_lock
+from rmqctl.terminal import escape_text
 
 
 @contextmanager
@@ -151,7 +152,8 @@ def unified_diff(old: bytes | None, new: bytes, path: Path, old_label: str | Non
     for lines in (a, b):
         if lines and not lines[-1].endswith("\n"):
             lines[-1] += "\n"
-    return "".join(difflib.unified_diff(a, b, old_label or f"{path} (current)", new_label or f"{path} (new)"))
+    d = "".join(difflib.unified_diff(a, b, old_label or f"{path} (current)", new_label or f"{path} (new)"))
+    return escape_text(d)    # a damaged copy's control bytes are shown, not sent to whatever reads the diff
 
 
 def persist(loaded: Loaded, doc, *, op: str, force: bool = False, dry_run: bool = False) -> PersistResult:

@@ -210,6 +210,7 @@ class _PartWriter:
         self.staging, self.name = staging, f"part-{split_id:05d}.parquet"
         self.partition_by = partition_by
         self.writers: dict = {}
+        self.files: dict = {}
         self.rows: dict = {}
 
     def _write(self, key, rb) -> None:
@@ -219,7 +220,9 @@ class _PartWriter:
         if w is None:
             d = os.path.join(self.staging, key) if key else self.staging
             os.makedirs(d, exist_ok=True)
-            w = self.writers[key] = pq.ParquetWriter(os.path.join(d, self.name), rb.schema, compression="snappy")
+            # opened by Python, not by Arrow: an --out whose name is not UTF-8 is still a path Python can open
+            f = self.files[key] = open(os.path.join(d, self.name), "wb")
+            w = self.writers[key] = pq.ParquetWriter(f, rb.schema, compression="snappy")
             self.rows[key] = 0
         w.write_batch(rb)
         self.rows[key] += rb.num_rows
@@ -256,6 +259,8 @@ class _PartWriter:
 
         for w in self.writers.values():
             w.close()
+        for f in self.files.values():
+            f.close()
         keys = [k for k in self.writers if self.rows[k]]
         schema = pa.schema([("path", pa.string()), ("rows", pa.int64())])
         if not keys:

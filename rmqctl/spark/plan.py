@@ -86,11 +86,18 @@ def store_name(path: str, taken: set) -> str:
     base = posixpath.basename(p)
     if base == "store":
         base = posixpath.basename(posixpath.dirname(p)) or base
+    base = _text_name(base)
     name, i = base or "store", 2
     while name in taken:
         name, i = f"{base}-{i}", i + 1
     taken.add(name)
     return name
+
+
+def _text_name(name: str) -> str:
+    """A name as text Arrow and JSON can hold: bytes of a file name that are not UTF-8 (decoded by Python as
+    surrogates) become \\xNN."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def parse_store_args(args) -> list[StoreRef]:
@@ -109,11 +116,12 @@ def parse_store_args(args) -> list[StoreRef]:
             local, uri = None, a.rstrip("/")
         if name is None:
             name = store_name(local or uri, taken)
-        elif name in taken:
+        elif _text_name(name) in taken:
             from rmqctl.errors import UsageError
 
             raise UsageError(f"store name {name!r} given twice")
         else:
+            name = _text_name(name)
             taken.add(name)
         refs.append(StoreRef(name, uri, local))
     return refs

@@ -33,6 +33,9 @@ class _Ignored(ValueError):
     pass
 
 
+JAVA_INT_MAX = 2**31 - 1
+
+
 def _java_int(v) -> int:
     """Integer.parseInt: optional sign and digits only (no blanks); anything else the broker ignores."""
     if isinstance(v, bool):
@@ -115,6 +118,8 @@ class StoreConfig:
              "mapperFileSizeBatchConsumeQueue", "compactionCqMappedFileSize", "compactionMappedFileSize",
              "mappedFileSizeTimerLog")
 
+    INDEX = {"maxHashSlotNum": "hash slot", "maxIndexNum": "item"}
+
     @property
     def index_file_size(self) -> int:
         return ix.file_size(self.hash_slot_num, self.index_num)
@@ -137,8 +142,15 @@ class StoreConfig:
                 if k in self.SIZES and changes[attr] <= 0:
                     raise UsageError(f"{v}: no mapped file is {changes[attr]} bytes long (the broker fails to map "
                                      "its files)", field=key)
+                if k in self.INDEX and changes[attr] <= 0:
+                    raise UsageError(f"{v}: an index file needs at least one {self.INDEX[k]} (the broker indexes "
+                                     "nothing with it)", field=key)
                 explicit.add(attr)
-        return replace(self, **changes, explicit=frozenset(explicit))
+        out = replace(self, **changes, explicit=frozenset(explicit))
+        if {"hash_slot_num", "index_num"} & changes.keys() and out.index_file_size > JAVA_INT_MAX:
+            raise UsageError(f"maxHashSlotNum {out.hash_slot_num} and maxIndexNum {out.index_num} make index files of "
+                             f"{out.index_file_size} bytes, past the broker's int file size")
+        return out
 
     @classmethod
     def from_file(cls, path) -> "StoreConfig":
