@@ -116,12 +116,12 @@ def parse_store_args(args) -> list[StoreRef]:
             local, uri = None, a.rstrip("/")
         if name is None:
             name = store_name(local or uri, taken)
-        elif _text_name(name) in taken:
-            from rmqctl.errors import UsageError
-
-            raise UsageError(f"store name {name!r} given twice")
         else:
             name = _text_name(name)
+            if name in taken:
+                from rmqctl.errors import UsageError
+
+                raise UsageError(f"store name {name!r} given twice")
             taken.add(name)
         refs.append(StoreRef(name, uri, local))
     return refs

@@ -42,7 +42,7 @@ def _java_int(v) -> int:
         raise _Ignored(v)
     if isinstance(v, int):
         return v
-    if not re.fullmatch(r"[+-]?[0-9]+", str(v)) or not -2**31 <= int(v) < 2**31:
+    if not re.fullmatch(r"[+-]?[0-9]+", str(v)) or not -JAVA_INT_MAX - 1 <= int(v) <= JAVA_INT_MAX:
         raise _Ignored(v)
     return int(v)
 
