@@ -78,7 +78,7 @@ def help_table() -> str:
     rows = [f"  {verb:<20} {_usage(verb)}" for verb in VERBS]
     return ("\b\nmqadmin names (aliases: `rmqctl queryMsgByKey STORE -t T -k K`; flags naming a cluster,\n"
             "name server or broker (-c, -n HOST:PORT, queryMsgByOffset -b) are ignored offline):\n" + "\n".join(rows) +
-            "\n  updateTopic          rmqctl config topics create|update STORE TOPIC -r R -w W -p PERM")
+            "\n  updateTopic (no alias) rmqctl config topics create|update STORE TOPIC -r R -w W -p PERM")
 
 
 def readme_table() -> str:
