@@ -36,7 +36,7 @@ def escape(value) -> str:
 
 
 def escape_text(text: str) -> str:
-    """Lines of text (a diff of a file) with their layout kept: every control character but \n and \t escaped."""
+    """Lines of text (a diff of a file) with their layout kept: every control character but \\n and \\t escaped."""
     return text if _STRAY.search(text) is None else _STRAY.sub(_stray, text)
 
 
